@@ -1,0 +1,103 @@
+package configs
+
+import "time"
+
+// Config is the whole pollbal configuration (SPEC §3) after defaults are applied.
+// A *Config returned by Load or Parse is validated and must be treated as read-only:
+// it is shared by every component and replaced wholesale on reload.
+type Config struct {
+	Site     string             `yaml:"site"`
+	Listen   string             `yaml:"listen"`
+	Admin    Admin              `yaml:"admin"`
+	Poll     Poll               `yaml:"poll"`
+	Warning  Warning            `yaml:"warning"`
+	Proxy    Proxy              `yaml:"proxy"`
+	Services map[string]Service `yaml:"services"`
+	Apps     []App              `yaml:"apps"`
+	Backends []Backend          `yaml:"backends"`
+	Alarms   Alarms             `yaml:"alarms"`
+}
+
+// Admin configures the admin listener (status page, state API, metrics, admin API).
+type Admin struct {
+	Listen    string `yaml:"listen"`
+	TokenFile string `yaml:"token_file"`
+	StateFile string `yaml:"state_file"`
+}
+
+// Poll configures the /pool health checks.
+type Poll struct {
+	Interval   time.Duration `yaml:"interval"`
+	Timeout    time.Duration `yaml:"timeout"`
+	Fall       int           `yaml:"fall"`
+	Rise       int           `yaml:"rise"`
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+	MaxBody    int           `yaml:"max_body"`
+}
+
+// Warning configures the POST /pool_warning sender.
+type Warning struct {
+	Timeout    time.Duration `yaml:"timeout"`
+	SecretFile string        `yaml:"secret_file"`
+}
+
+// Proxy configures the client-traffic data plane.
+type Proxy struct {
+	BackendTimeout time.Duration `yaml:"backend_timeout"`
+	MaxRequestBody int           `yaml:"max_request_body"`
+	Retries        int           `yaml:"retries"`
+	EjectAfter     int           `yaml:"eject_after"`
+	TieBreak       string        `yaml:"tie_break"`
+	SlowStart      time.Duration `yaml:"slow_start"`
+}
+
+// Tie-break values for Proxy.TieBreak.
+const (
+	TieBreakRotate = "rotate"
+	TieBreakID     = "id"
+)
+
+// Service configures one service that backends may report in /pool.
+type Service struct {
+	WarningThreshold int    `yaml:"warning_threshold"`
+	WarningScope     string `yaml:"warning_scope"`
+}
+
+// Warning scopes for Service.WarningScope.
+const (
+	ScopeVersion = "version"
+	ScopeService = "service"
+)
+
+// App maps client Host patterns to a service and a node pool.
+type App struct {
+	Name    string   `yaml:"name"`
+	Hosts   []string `yaml:"hosts"`
+	Service string   `yaml:"service"`
+	Pool    string   `yaml:"pool"`
+	Owner   string   `yaml:"owner"`
+	// AllowFallbackToDefault is nil when the YAML does not set it; the SPEC §4 default then
+	// depends on how the pool is resolved (explicit pool: false, owner: true).
+	AllowFallbackToDefault *bool `yaml:"allow_fallback_to_default"`
+}
+
+// Backend is one backend instance that pollbal polls and proxies to.
+type Backend struct {
+	ID       string `yaml:"id"`
+	Address  string `yaml:"address"`
+	Capacity int    `yaml:"capacity"`
+	Pool     string `yaml:"pool"`
+	Owner    string `yaml:"owner"`
+}
+
+// Alarms configures where pool_exhausted alarms go and how they are deduplicated.
+type Alarms struct {
+	Webhook     string        `yaml:"webhook"`
+	DedupWindow time.Duration `yaml:"dedup_window"`
+}
+
+// Reserved node pool names (SPEC §3).
+const (
+	PoolDefault    = "default"
+	PoolUnassigned = "unassigned"
+)
