@@ -1,0 +1,308 @@
+package balancer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"pollbal/configs"
+)
+
+// Errors of the override calls; the admin API maps them to 404 and 400.
+var (
+	ErrUnknownBackend = errors.New("unknown backend")
+	ErrInvalidPool    = errors.New("invalid pool name")
+)
+
+// Options configure a Balancer.
+type Options struct {
+	Config     *configs.Config   // validated
+	Overrides  map[string]string // backend id → pool, from the admin state file
+	Version    string            // pollbal's version, shown in State
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Webhook    Poster           // optional; where pool_exhausted alarms are POSTed (default: HTTP)
+	Now        func() time.Time // optional; default time.Now
+}
+
+// Observation is one check result for one backend, as the poller reports it.
+type Observation struct {
+	ID      string
+	Ready   bool
+	Reason  string
+	Reports []Report
+	Checked time.Time
+}
+
+// Balancer owns the snapshot, the runtime backends, admin overrides, events and alarms. It is
+// safe for concurrent use.
+type Balancer struct {
+	log     *slog.Logger
+	now     func() time.Time
+	version string
+
+	snap atomic.Pointer[Snapshot]
+
+	mu        sync.Mutex // serialises rebuilds and guards the fields below
+	cfg       *configs.Config
+	overrides map[string]string
+	backends  map[string]*Backend
+	rotations map[[2]string]*rotation
+	counters  map[string]*appCounters
+	warnings  []GroupState
+
+	roundDone atomic.Bool
+	events    *Events
+	alarms    *alarms
+	metrics   *metrics
+}
+
+// New builds a Balancer from a validated configuration and the persisted overrides.
+func New(o Options) (*Balancer, error) {
+	if o.Config == nil {
+		return nil, errors.New("balancer: nil config")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.NewRegistry()
+	}
+	b := &Balancer{
+		log:       o.Logger,
+		now:       o.Now,
+		version:   o.Version,
+		overrides: map[string]string{},
+		backends:  map[string]*Backend{},
+		rotations: map[[2]string]*rotation{},
+		counters:  map[string]*appCounters{},
+		events:    NewEvents(100, o.Now),
+	}
+	for id, pool := range o.Overrides {
+		if !configs.ValidPoolName(pool) {
+			return nil, fmt.Errorf("override for %s: %w %q", id, ErrInvalidPool, pool)
+		}
+		b.overrides[id] = pool
+	}
+	m, err := newMetrics(o.Registerer, b)
+	if err != nil {
+		return nil, err
+	}
+	b.metrics = m
+	b.alarms = newAlarms(o.Config.Alarms, o.Webhook, o.Logger, o.Now, b.events)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.applyConfigLocked(o.Config)
+	return b, nil
+}
+
+// Snapshot returns the current snapshot; the request path reads it once per request.
+func (b *Balancer) Snapshot() *Snapshot { return b.snap.Load() }
+
+// Events returns the recent-event ring shown on the status page.
+func (b *Balancer) Events() *Events { return b.events }
+
+// Update applies a new validated configuration. Runtime backends whose id and address are
+// unchanged keep their health, leases and failure streaks; in-flight leases on removed backends
+// are released on the objects they were taken from.
+func (b *Balancer) Update(cfg *configs.Config) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.applyConfigLocked(cfg)
+	b.alarms.update(cfg.Alarms)
+}
+
+func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
+	next := make(map[string]*Backend, len(cfg.Backends))
+	for _, cb := range cfg.Backends {
+		if old := b.backends[cb.ID]; old != nil && old.Address == cb.Address {
+			next[cb.ID] = old
+			continue
+		}
+		next[cb.ID] = newBackend(cb.ID, cb.Address)
+	}
+	b.backends = next
+	counters := make(map[string]*appCounters, len(cfg.Apps))
+	for _, a := range cfg.Apps {
+		pool, _, _ := configs.AppPool(a)
+		c := b.counters[a.Name]
+		if c == nil || c.pool != pool {
+			if c != nil {
+				b.metrics.forget(c)
+			}
+			c = b.metrics.appCounters(a.Name, pool)
+		}
+		counters[a.Name] = c
+	}
+	for name, c := range b.counters {
+		if counters[name] == nil {
+			b.metrics.forget(c)
+		}
+	}
+	b.counters = counters
+	b.cfg = cfg
+	b.rebuildLocked()
+}
+
+func (b *Balancer) rebuildLocked() {
+	b.snap.Store(buildSnapshot(buildInput{
+		cfg:       b.cfg,
+		overrides: b.overrides,
+		backends:  b.backends,
+		rotations: b.rotations,
+		counters:  b.counters,
+		bal:       b,
+	}))
+}
+
+// Observe applies one check result. Unknown ids are ignored (a reload may have removed the
+// backend). Reports for services the config does not declare are dropped and listed in the
+// state. The snapshot is rebuilt only when something a scheduler sees changed.
+func (b *Balancer) Observe(o Observation) {
+	snap := b.snap.Load()
+	m := snap.byID[o.ID]
+	if m == nil {
+		return
+	}
+	rt := m.b
+	old := rt.health.Load()
+	h := &Health{Ready: o.Ready, Reason: o.Reason, Checked: o.Checked, ReadySince: old.ReadySince}
+	for _, r := range o.Reports {
+		if _, ok := snap.cfg.Services[r.Service]; ok {
+			h.Reports = append(h.Reports, r)
+		} else {
+			h.Ignored = append(h.Ignored, r.Service)
+		}
+	}
+	if !o.Ready {
+		h.Reports, h.Ignored = nil, nil
+	}
+	if o.Ready && !old.Ready {
+		if rt.everReady.Swap(true) {
+			h.ReadySince = o.Checked
+		}
+	}
+	if o.Reason == "" && (rt.ejected.Load() || rt.failStreak.Load() != 0) {
+		rt.failStreak.Store(0)
+		if rt.ejected.CompareAndSwap(true, false) {
+			b.events.Add("readmitted", fmt.Sprintf("backend %s back in scheduling after a good check", o.ID))
+			b.log.Info("backend readmitted after a good check", "backend", o.ID)
+		}
+	}
+	changed := h.Ready != old.Ready || !sameReports(h.Reports, old.Reports) || !sameStrings(h.Ignored, old.Ignored)
+	if !changed {
+		// Nothing a scheduler sees: publish the new check time and reason without a rebuild.
+		rt.health.Store(h)
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.backends[o.ID] != rt { // replaced by a reload meanwhile
+		return
+	}
+	rt.health.Store(h)
+	if h.Ready != old.Ready {
+		if h.Ready {
+			b.events.Add("ready", fmt.Sprintf("backend %s is ready", o.ID))
+		} else {
+			b.events.Add("not_ready", fmt.Sprintf("backend %s is not ready: %s", o.ID, o.Reason))
+		}
+	}
+	if len(h.Ignored) > 0 && !sameStrings(h.Ignored, old.Ignored) {
+		b.log.Warn("backend reports services the config does not declare; dropped", "backend", o.ID, "services", h.Ignored)
+	}
+	b.rebuildLocked()
+}
+
+// RoundDone marks the first check round as finished (readiness of the process).
+func (b *Balancer) RoundDone() { b.roundDone.Store(true) }
+
+// Ready reports whether the first check round has finished.
+func (b *Balancer) Ready() bool { return b.roundDone.Load() }
+
+// SetOverride moves a backend to pool; it takes effect for the next request. The caller persists
+// it first.
+func (b *Balancer) SetOverride(id, pool string) error {
+	if !configs.ValidPoolName(pool) {
+		return fmt.Errorf("%w %q", ErrInvalidPool, pool)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.backends[id] == nil {
+		return fmt.Errorf("%w %q", ErrUnknownBackend, id)
+	}
+	b.overrides[id] = pool
+	b.rebuildLocked()
+	b.events.Add("admin_move", fmt.Sprintf("backend %s moved to pool %s", id, pool))
+	return nil
+}
+
+// ClearOverride drops a backend's override (back to what the config says).
+func (b *Balancer) ClearOverride(id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.backends[id] == nil {
+		return fmt.Errorf("%w %q", ErrUnknownBackend, id)
+	}
+	if _, ok := b.overrides[id]; !ok {
+		return nil
+	}
+	delete(b.overrides, id)
+	b.rebuildLocked()
+	b.events.Add("admin_move", fmt.Sprintf("backend %s returned to its configured pool", id))
+	return nil
+}
+
+// Overrides returns a copy of the admin overrides.
+func (b *Balancer) Overrides() map[string]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]string, len(b.overrides))
+	for k, v := range b.overrides {
+		out[k] = v
+	}
+	return out
+}
+
+// Known reports whether id is a configured backend.
+func (b *Balancer) Known(id string) bool {
+	_, ok := b.Snapshot().byID[id]
+	return ok
+}
+
+func (b *Balancer) ejected(rt *Backend, streak int64) {
+	b.events.Add("ejected", fmt.Sprintf("backend %s ejected after %d failed forwards", rt.ID, streak))
+	b.log.Warn("backend ejected until its next good check", "backend", rt.ID, "failures", streak)
+}
+
+func sameReports(a, b []Report) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

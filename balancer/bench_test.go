@@ -1,0 +1,90 @@
+package balancer
+
+import (
+	"fmt"
+	"testing"
+
+	"pollbal/configs"
+)
+
+func benchBalancer(tb testing.TB, n int) (*Snapshot, *App) {
+	var bs []configs.Backend
+	var ids []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("b%04d", i)
+		bs = append(bs, configs.Backend{ID: id, Capacity: 1000})
+		ids = append(ids, id)
+	}
+	bal := newTestBalancer(tb, cfgOf([]configs.App{{Name: "www", Hosts: []string{"*", "*.example.com"}}}, bs), nil)
+	markReady(bal, ids)
+	s := bal.Snapshot()
+	return s, s.AppByName("www")
+}
+
+// BenchmarkAcquire measures select + lease + release for pools of 4, 64 and 1,024 backends.
+func BenchmarkAcquire(b *testing.B) {
+	for _, n := range []int{4, 64, 1024} {
+		b.Run(fmt.Sprintf("seq/backends=%d", n), func(b *testing.B) {
+			s, app := benchBalancer(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l, err := s.Acquire(app, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Release()
+			}
+		})
+		b.Run(fmt.Sprintf("parallel/backends=%d", n), func(b *testing.B) {
+			s, app := benchBalancer(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l, err := s.Acquire(app, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					l.Release()
+				}
+			})
+		})
+		// busy: every backend already holds leases of different depths, so the scan cannot stop
+		// early at an idle backend: the worst case for ranking.
+		b.Run(fmt.Sprintf("busy/backends=%d", n), func(b *testing.B) {
+			s, app := benchBalancer(b, n)
+			for i, m := range s.members {
+				m.b.inFlight.Add(int64(1 + i%7))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l, err := s.Acquire(app, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Release()
+			}
+		})
+	}
+}
+
+func TestAcquireDoesNotAllocate(t *testing.T) {
+	s, app := benchBalancer(t, 64)
+	var tried Tried
+	allocs := testing.AllocsPerRun(1000, func() {
+		l, err := s.Acquire(app, &tried)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+	})
+	if allocs != 0 {
+		t.Fatalf("Acquire+Release allocates %.1f times per call, want 0", allocs)
+	}
+	if a := testing.AllocsPerRun(1000, func() { s.Route([]byte("Shop.Example.com:8080")) }); a != 0 {
+		t.Fatalf("Route allocates %.1f times per call, want 0", a)
+	}
+}
+

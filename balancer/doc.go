@@ -1,0 +1,10 @@
+// Package balancer holds pollbal's view of its backends and decides where a request goes:
+// node-pool ownership, app resolution, the candidate predicate, ranking, capacity leases,
+// fail-closed fallback and the pool_exhausted alarm (SPEC §4).
+//
+// The request path reads one immutable Snapshot through an atomic pointer; the snapshot is
+// rebuilt wholesale when the configuration, an admin override or a backend's health changes.
+// In-flight counters live in per-backend atomics (Backend) that survive snapshot swaps, so a
+// reload never loses or double-counts a lease. The package never imports poller, proxy or admin:
+// check results arrive through Observe, and readers use the quiet State path.
+package balancer

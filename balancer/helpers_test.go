@@ -1,0 +1,78 @@
+package balancer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"pollbal/configs"
+)
+
+// cfgOf builds a validated-shape configuration with defaults, one service "web" and the given
+// apps and backends.
+func cfgOf(apps []configs.App, backends []configs.Backend) *configs.Config {
+	for i := range apps {
+		if apps[i].Service == "" {
+			apps[i].Service = "web"
+		}
+	}
+	for i := range backends {
+		if backends[i].Capacity == 0 {
+			backends[i].Capacity = 10
+		}
+		if backends[i].Address == "" {
+			backends[i].Address = fmt.Sprintf("127.0.0.1:%d", 10000+i)
+		}
+	}
+	return &configs.Config{
+		Site:     "test",
+		Listen:   "127.0.0.1:8080",
+		Poll:     configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Fall: 1, Rise: 1, MaxBackoff: 5 * time.Second, MaxBody: 4096},
+		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakRotate},
+		Services: map[string]configs.Service{"web": {WarningThreshold: 1, WarningScope: configs.ScopeVersion}},
+		Apps:     apps,
+		Backends: backends,
+		Alarms:   configs.Alarms{DedupWindow: time.Minute},
+	}
+}
+
+func boolp(b bool) *bool { return &b }
+
+// newTestBalancer builds a balancer on cfg with a fixed clock and a private registry.
+func newTestBalancer(t testing.TB, cfg *configs.Config, overrides map[string]string) *Balancer {
+	t.Helper()
+	b, err := New(Options{Config: cfg, Overrides: overrides, Registerer: prometheus.NewRegistry(), Webhook: nopPoster{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// markReady reports every listed backend ready and serving "web" (status per id in leaving).
+func markReady(b *Balancer, ids []string, leaving ...string) {
+	isLeaving := map[string]bool{}
+	for _, id := range leaving {
+		isLeaving[id] = true
+	}
+	for _, id := range ids {
+		st := StatusServing
+		if isLeaving[id] {
+			st = StatusLeaving
+		}
+		b.Observe(Observation{ID: id, Ready: true, Reports: []Report{{Service: "web", Status: st, Version: "v1"}}, Checked: time.Now()})
+	}
+}
+
+type nopPoster struct{}
+
+func (nopPoster) Post(_ context.Context, _ string, _ []byte) error { return nil }
+
+func testCounter(t testing.TB, c prometheus.Counter) float64 {
+	t.Helper()
+	return testutil.ToFloat64(c)
+}

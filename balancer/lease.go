@@ -1,0 +1,195 @@
+package balancer
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNoCandidate means the app's pool (and default, where fallback is allowed) has no available
+// candidate: the request is answered 503 pool_exhausted.
+var ErrNoCandidate = errors.New("no available candidate")
+
+// maxTried bounds how many backends one request can exclude (its retries).
+const maxTried = 8
+
+// Tried is the small, allocation-free set of backends a request has already tried.
+type Tried struct {
+	n  int
+	bs [maxTried]*Backend
+}
+
+// Add records b as tried; past maxTried the oldest entries stay and b is not recorded.
+func (t *Tried) Add(b *Backend) {
+	if t.n < maxTried {
+		t.bs[t.n] = b
+		t.n++
+	}
+}
+
+func (t *Tried) has(b *Backend) bool {
+	for i := 0; i < t.n; i++ {
+		if t.bs[i] == b {
+			return true
+		}
+	}
+	return false
+}
+
+// Lease is one capacity slot held on a backend. Release it exactly once when the forward ends,
+// whatever the outcome. A Lease is a small value; copying it does not duplicate the slot.
+type Lease struct {
+	Backend  *Backend
+	Pool     string // the pool served from (the app's, or default after a fallback)
+	Fallback bool
+	snap     *Snapshot
+}
+
+// Release returns the slot.
+func (l Lease) Release() {
+	if l.Backend != nil {
+		l.Backend.release()
+	}
+}
+
+// Succeeded records a forward that reached the backend, resetting its failure streak.
+func (l Lease) Succeeded() {
+	if l.Backend.failStreak.Load() != 0 {
+		l.Backend.failStreak.Store(0)
+	}
+}
+
+// Failed records a forward that could not reach the backend; eject_after consecutive failures
+// take it out of scheduling until its next good check.
+func (l Lease) Failed() {
+	n := l.Backend.failStreak.Add(1)
+	limit := int64(l.snap.cfg.Proxy.EjectAfter)
+	if limit > 0 && n >= limit && l.Backend.ejected.CompareAndSwap(false, true) {
+		l.snap.bal.ejected(l.Backend, n)
+	}
+}
+
+// Acquire picks the best available candidate for app and takes a slot on it: the app's own pool
+// first, then default where the app allows fallback. It records a pool_fallback when it falls
+// back and raises pool_exhausted (deduplicated) when nothing is available. Backends in tried are
+// skipped.
+func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
+	var now time.Time
+	if s.slowStart > 0 {
+		now = s.bal.now()
+	}
+	if b := s.take(app.primary, tried, now); b != nil {
+		return Lease{Backend: b, Pool: app.Pool, snap: s}, nil
+	}
+	if app.fallback != nil {
+		if b := s.take(app.fallback, tried, now); b != nil {
+			s.bal.fellBack(app)
+			return Lease{Backend: b, Pool: app.fallback.pool, Fallback: true, snap: s}, nil
+		}
+	}
+	s.bal.exhausted(app)
+	return Lease{}, ErrNoCandidate
+}
+
+// take selects and leases one member of l; nil when none is available. When a take loses a race
+// the selection runs again, so the next best candidate is tried.
+func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
+	for _, ms := range [2][]*member{l.serving, l.leaving} {
+		for attempt := 0; attempt <= len(ms); attempt++ {
+			m, limit := s.pick(l, ms, tried, now)
+			if m == nil {
+				break
+			}
+			if m.b.tryAcquire(limit) {
+				return m.b
+			}
+		}
+	}
+	return nil
+}
+
+// pick ranks ms by spare capacity with the configured tie-break and returns the best available
+// member and its current limit. It stops early at a member whose spare capacity equals the
+// largest capacity in the list, since no other member can have more.
+func (s *Snapshot) pick(l *candList, ms []*member, tried *Tried, now time.Time) (*member, int64) {
+	n := len(ms)
+	if n == 0 {
+		return nil, 0
+	}
+	start := 0
+	if !s.tieID && n > 1 {
+		start = int(l.rot.n.Add(1) % uint32(n))
+	}
+	var best *member
+	var bestSpare, bestLimit int64
+	for i := 0; i < n; i++ {
+		j := start + i
+		if j >= n {
+			j -= n
+		}
+		m := ms[j]
+		limit, ok := s.available(m, tried, now)
+		if !ok {
+			continue
+		}
+		spare := limit - m.b.inFlight.Load()
+		if spare <= 0 || spare <= bestSpare {
+			continue
+		}
+		best, bestSpare, bestLimit = m, spare, limit
+		if spare >= l.maxCap {
+			break
+		}
+	}
+	return best, bestLimit
+}
+
+// available is the one predicate for "is m a candidate now", apart from its free slot: ready
+// (re-checked against the live health, which may be newer than the snapshot), not ejected, not
+// already tried. It returns the member's current capacity limit (slow start applied). The
+// scheduler and the quiet read path both use it.
+func (s *Snapshot) available(m *member, tried *Tried, now time.Time) (int64, bool) {
+	h := m.b.health.Load()
+	if h != m.health && !h.Ready {
+		return 0, false
+	}
+	if m.b.ejected.Load() || (tried != nil && tried.has(m.b)) {
+		return 0, false
+	}
+	return s.limit(m, h, now), true
+}
+
+// limit is the member's capacity, ramped from 10% to 100% over slow_start after it became ready.
+func (s *Snapshot) limit(m *member, h *Health, now time.Time) int64 {
+	if s.slowStart <= 0 || h.ReadySince.IsZero() {
+		return m.capacity
+	}
+	elapsed := now.Sub(h.ReadySince)
+	if elapsed >= s.slowStart {
+		return m.capacity
+	}
+	if elapsed < 0 {
+		elapsed = 0
+	}
+	frac := 0.1 + 0.9*float64(elapsed)/float64(s.slowStart)
+	limit := int64(float64(m.capacity) * frac)
+	if limit < 1 {
+		limit = 1
+	}
+	return limit
+}
+
+// candidates counts the available members of l with a free slot, without taking anything.
+func (s *Snapshot) candidates(l *candList, now time.Time) int {
+	if l == nil {
+		return 0
+	}
+	n := 0
+	for _, ms := range [2][]*member{l.serving, l.leaving} {
+		for _, m := range ms {
+			if limit, ok := s.available(m, nil, now); ok && m.b.inFlight.Load() < limit {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,88 @@
+package balancer
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// appCounters are one app's pre-resolved counter children, so the request path never looks up
+// label values.
+type appCounters struct {
+	app, pool string
+	exhausted prometheus.Counter
+	fallback  prometheus.Counter
+}
+
+// metrics holds the balancer's metrics. Gauges that mirror state (readiness, in-flight, group
+// sizes) are read from the current snapshot at scrape time, so their labels always follow pool
+// moves and reloads.
+type metrics struct {
+	bal       *Balancer
+	exhausted *prometheus.CounterVec
+	fallback  *prometheus.CounterVec
+
+	ready, inFlight, serving, leaving *prometheus.Desc
+}
+
+func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
+	m := &metrics{
+		bal: bal,
+		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pollbal_pool_exhausted_total",
+			Help: "Requests answered 503 because the app's pool (and default, where allowed) had no available candidate; pool is the app's resolved pool.",
+		}, []string{"pool", "app"}),
+		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pollbal_pool_fallback_total",
+			Help: "Requests served from the default pool because the app's resolved pool had no available candidate.",
+		}, []string{"pool", "app"}),
+		ready:    prometheus.NewDesc("pollbal_backend_ready", "1 when the backend's last checks make it ready, else 0.", []string{"backend", "pool"}, nil),
+		inFlight: prometheus.NewDesc("pollbal_backend_in_flight", "Requests this instance has in flight on the backend (leases held).", []string{"backend"}, nil),
+		serving:  prometheus.NewDesc("pollbal_group_serving", "Ready backends reporting serving in the warning group.", []string{"pool", "service", "version"}, nil),
+		leaving:  prometheus.NewDesc("pollbal_group_leaving", "Ready backends reporting leaving in the warning group.", []string{"pool", "service", "version"}, nil),
+	}
+	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register balancer metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) appCounters(app, pool string) *appCounters {
+	return &appCounters{
+		app: app, pool: pool,
+		exhausted: m.exhausted.WithLabelValues(pool, app),
+		fallback:  m.fallback.WithLabelValues(pool, app),
+	}
+}
+
+func (m *metrics) forget(c *appCounters) {
+	m.exhausted.DeleteLabelValues(c.pool, c.app)
+	m.fallback.DeleteLabelValues(c.pool, c.app)
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.ready
+	ch <- m.inFlight
+	ch <- m.serving
+	ch <- m.leaving
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	s := m.bal.Snapshot()
+	for _, mb := range s.members {
+		v := 0.0
+		if mb.b.Health().Ready {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, v, mb.cfg.ID, mb.pool)
+		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(mb.b.InFlight()), mb.cfg.ID)
+	}
+	for _, g := range m.bal.Groups() {
+		ch <- prometheus.MustNewConstMetric(m.serving, prometheus.GaugeValue, float64(g.Serving), g.Pool, g.Service, g.Version)
+		ch <- prometheus.MustNewConstMetric(m.leaving, prometheus.GaugeValue, float64(g.Leaving), g.Pool, g.Service, g.Version)
+	}
+}

@@ -1,0 +1,254 @@
+package balancer
+
+import (
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"pollbal/configs"
+)
+
+// Pool sources, in the order they are consulted (SPEC §4).
+const (
+	SourceAdmin   = "admin"
+	SourceConfig  = "config"
+	SourceOwner   = "owner"
+	SourceDefault = "default"
+)
+
+// member is one backend as it appears in a snapshot.
+type member struct {
+	b        *Backend
+	cfg      configs.Backend
+	capacity int64
+	pool     string
+	source   string
+	health   *Health // health this snapshot was built from
+}
+
+// candList is the ranked candidate list of one (pool, service): serving members first, then
+// leaving ones, each in id order. Only the lease counters and the rotation change after it is built.
+type candList struct {
+	pool, service string
+	serving       []*member
+	leaving       []*member
+	maxCap        int64 // largest capacity in the list: a member with that much spare cannot be beaten
+	rot           *rotation
+}
+
+// App is one configured app as resolved in a snapshot. It is immutable; callers may keep it for
+// the duration of one request.
+type App struct {
+	Name          string
+	Service       string
+	Pool          string
+	Resolution    string // explicit, owner or default
+	AllowFallback bool
+	Hosts         []string
+
+	primary  *candList
+	fallback *candList // nil when fallback is not allowed or the app already resolves to default
+	counters *appCounters
+}
+
+// Snapshot is an immutable view of configuration, ownership and health. It is safe for
+// concurrent use; it is replaced wholesale, never modified.
+type Snapshot struct {
+	cfg       *configs.Config
+	members   []*member // config order
+	byID      map[string]*member
+	apps      []*App
+	router    router
+	lists     map[[2]string]*candList
+	slowStart time.Duration
+	tieID     bool
+	bal       *Balancer
+}
+
+// Config returns the configuration the snapshot was built from.
+func (s *Snapshot) Config() *configs.Config { return s.cfg }
+
+// Apps returns the resolved apps in config order.
+func (s *Snapshot) Apps() []*App { return s.apps }
+
+// Backends returns the runtime backends in config order.
+func (s *Snapshot) Backends() []*Backend {
+	out := make([]*Backend, len(s.members))
+	for i, m := range s.members {
+		out[i] = m.b
+	}
+	return out
+}
+
+// Capacity returns a backend's configured capacity in this snapshot (0 for an unknown backend).
+func (s *Snapshot) Capacity(b *Backend) int {
+	if m := s.byID[b.ID]; m != nil && m.b == b {
+		return int(m.capacity)
+	}
+	return 0
+}
+
+// PoolOf returns the node pool and its source for a backend id.
+func (s *Snapshot) PoolOf(id string) (pool, source string, ok bool) {
+	m := s.byID[id]
+	if m == nil {
+		return "", "", false
+	}
+	return m.pool, m.source, true
+}
+
+// rotation is the starting point of the rotate tie-break; it is shared by the lists of one
+// (pool, service) across snapshots so a rebuild does not reset it.
+type rotation struct{ n atomic.Uint32 }
+
+// buildInput is what a snapshot is made of.
+type buildInput struct {
+	cfg       *configs.Config
+	overrides map[string]string
+	backends  map[string]*Backend // by id, already matching cfg
+	rotations map[[2]string]*rotation
+	counters  map[string]*appCounters
+	bal       *Balancer
+}
+
+// resolveBackendPool applies the ownership order: admin override, config pool, pool-<owner>, default.
+func resolveBackendPool(b configs.Backend, overrides map[string]string) (pool, source string) {
+	if p, ok := overrides[b.ID]; ok {
+		return p, SourceAdmin
+	}
+	return configs.BackendPool(b)
+}
+
+func buildSnapshot(in buildInput) *Snapshot {
+	cfg := in.cfg
+	s := &Snapshot{
+		cfg:       cfg,
+		byID:      make(map[string]*member, len(cfg.Backends)),
+		lists:     make(map[[2]string]*candList),
+		slowStart: cfg.Proxy.SlowStart,
+		tieID:     cfg.Proxy.TieBreak == configs.TieBreakID,
+		bal:       in.bal,
+	}
+	for _, cb := range cfg.Backends {
+		pool, source := resolveBackendPool(cb, in.overrides)
+		m := &member{
+			b:        in.backends[cb.ID],
+			cfg:      cb,
+			capacity: int64(cb.Capacity),
+			pool:     pool,
+			source:   source,
+			health:   in.backends[cb.ID].Health(),
+		}
+		s.members = append(s.members, m)
+		s.byID[cb.ID] = m
+	}
+	// Candidate lists for every (pool, service) an app may use: its own pool and, where allowed,
+	// default. Lists are built from the health the snapshot sees; the predicate re-checks the
+	// atomics at request time.
+	for _, ca := range cfg.Apps {
+		pool, resolution, allow := configs.AppPool(ca)
+		a := &App{
+			Name:          ca.Name,
+			Service:       ca.Service,
+			Pool:          pool,
+			Resolution:    resolution,
+			AllowFallback: allow,
+			Hosts:         ca.Hosts,
+			counters:      in.counters[ca.Name],
+		}
+		a.primary = s.list(pool, ca.Service, in.rotations)
+		if allow && pool != configs.PoolDefault {
+			a.fallback = s.list(configs.PoolDefault, ca.Service, in.rotations)
+		}
+		s.apps = append(s.apps, a)
+	}
+	s.router = newRouter(s.apps)
+	return s
+}
+
+// list returns (building once) the candidate list of (pool, service).
+func (s *Snapshot) list(pool, service string, rotations map[[2]string]*rotation) *candList {
+	key := [2]string{pool, service}
+	if l := s.lists[key]; l != nil {
+		return l
+	}
+	l := &candList{pool: pool, service: service, rot: rotations[key]}
+	if l.rot == nil {
+		l.rot = &rotation{}
+		rotations[key] = l.rot
+	}
+	if pool != configs.PoolUnassigned {
+		for _, m := range s.members {
+			if m.pool != pool || !m.health.Ready {
+				continue
+			}
+			for _, r := range m.health.Reports {
+				if r.Service != service {
+					continue
+				}
+				if r.Status == StatusLeaving {
+					l.leaving = append(l.leaving, m)
+				} else {
+					l.serving = append(l.serving, m)
+				}
+				if m.capacity > l.maxCap {
+					l.maxCap = m.capacity
+				}
+			}
+		}
+	}
+	byID := func(ms []*member) {
+		sort.Slice(ms, func(i, j int) bool { return ms[i].cfg.ID < ms[j].cfg.ID })
+	}
+	byID(l.serving)
+	byID(l.leaving)
+	s.lists[key] = l
+	return l
+}
+
+// Route returns the app whose host patterns match host most specifically (exact, then the
+// longest wildcard, then "*"), ignoring any port; nil when no app matches.
+func (s *Snapshot) Route(host []byte) *App { return s.router.match(host) }
+
+// AppByName returns the named app, or nil.
+func (s *Snapshot) AppByName(name string) *App {
+	for _, a := range s.apps {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// poolNames lists every pool that exists in the snapshot: default first, unassigned last, the
+// rest by name.
+func (s *Snapshot) poolNames() []string {
+	set := map[string]bool{}
+	for _, m := range s.members {
+		set[m.pool] = true
+	}
+	for _, a := range s.apps {
+		set[a.Pool] = true
+	}
+	delete(set, configs.PoolDefault)
+	delete(set, configs.PoolUnassigned)
+	names := make([]string, 0, len(set)+2)
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return append(append([]string{configs.PoolDefault}, names...), configs.PoolUnassigned)
+}
+
+// scheduled reports whether some app resolves to pool (or, for default, may fall back to it).
+func (s *Snapshot) scheduled(pool string) bool {
+	if pool == configs.PoolUnassigned {
+		return false
+	}
+	for _, a := range s.apps {
+		if a.Pool == pool || (pool == configs.PoolDefault && a.fallback != nil) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,126 @@
+package balancer
+
+import (
+	"sort"
+	"time"
+)
+
+// State is the JSON document of GET /api/state (SPEC §6).
+type State struct {
+	Site     string         `json:"site"`
+	Version  string         `json:"version"`
+	Ready    bool           `json:"ready"`
+	Backends []BackendState `json:"backends"`
+	Groups   []GroupState   `json:"groups"`
+	Apps     []AppState     `json:"apps"`
+	Pools    []PoolState    `json:"pools"`
+	Events   []Event        `json:"events"`
+}
+
+// BackendState is one backend in State.
+type BackendState struct {
+	ID         string   `json:"id"`
+	Address    string   `json:"address"`
+	Pool       string   `json:"pool"`
+	PoolSource string   `json:"pool_source"`
+	Ready      bool     `json:"ready"`
+	Reason     string   `json:"reason"`
+	Reports    []Report `json:"reports"`
+	Ignored    []string `json:"ignored_services,omitempty"`
+	Capacity   int      `json:"capacity"`
+	InFlight   int64    `json:"in_flight"`
+	Ejected    bool     `json:"ejected"`
+	Warned     bool     `json:"warned"`
+	LastCheck  string   `json:"last_check"`
+}
+
+// AppState is one app in State.
+type AppState struct {
+	Name                   string   `json:"name"`
+	Hosts                  []string `json:"hosts"`
+	Service                string   `json:"service"`
+	Pool                   string   `json:"pool"`
+	Resolution             string   `json:"resolution"`
+	AllowFallbackToDefault bool     `json:"allow_fallback_to_default"`
+	Candidates             int      `json:"candidates"`
+	FallbackCandidates     int      `json:"fallback_candidates"`
+}
+
+// PoolState is one node pool in State and in GET /admin/pools.
+type PoolState struct {
+	Name      string   `json:"name"`
+	Backends  []string `json:"backends"`
+	Apps      []string `json:"apps"`
+	Scheduled bool     `json:"scheduled"`
+}
+
+// State computes the quiet view: the same candidate predicate as scheduling, but it never takes
+// a lease, raises an alarm or records a fallback.
+func (b *Balancer) State() State {
+	s := b.Snapshot()
+	now := b.now()
+	st := State{
+		Site:     s.cfg.Site,
+		Version:  b.version,
+		Ready:    b.Ready(),
+		Backends: make([]BackendState, 0, len(s.members)),
+		Groups:   b.Groups(),
+		Apps:     make([]AppState, 0, len(s.apps)),
+		Pools:    b.pools(s),
+		Events:   b.events.List(),
+	}
+	for _, m := range s.members {
+		h := m.b.Health()
+		bs := BackendState{
+			ID: m.cfg.ID, Address: m.cfg.Address, Pool: m.pool, PoolSource: m.source,
+			Ready: h.Ready, Reason: h.Reason, Reports: h.Reports, Ignored: h.Ignored,
+			Capacity: int(m.capacity), InFlight: m.b.InFlight(), Ejected: m.b.Ejected(),
+			Warned: m.b.warned.Load(),
+		}
+		if bs.Reports == nil {
+			bs.Reports = []Report{}
+		}
+		if !h.Checked.IsZero() {
+			bs.LastCheck = h.Checked.UTC().Format(time.RFC3339)
+		}
+		st.Backends = append(st.Backends, bs)
+	}
+	for _, a := range s.apps {
+		as := AppState{
+			Name: a.Name, Hosts: a.Hosts, Service: a.Service, Pool: a.Pool, Resolution: a.Resolution,
+			AllowFallbackToDefault: a.AllowFallback, Candidates: s.candidates(a.primary, now),
+		}
+		if a.fallback != nil {
+			as.FallbackCandidates = s.candidates(a.fallback, now)
+		}
+		st.Apps = append(st.Apps, as)
+	}
+	if st.Groups == nil {
+		st.Groups = []GroupState{}
+	}
+	return st
+}
+
+// Pools returns every node pool: default first, unassigned last, the rest by name.
+func (b *Balancer) Pools() []PoolState { return b.pools(b.Snapshot()) }
+
+func (b *Balancer) pools(s *Snapshot) []PoolState {
+	names := s.poolNames()
+	out := make([]PoolState, 0, len(names))
+	for _, n := range names {
+		p := PoolState{Name: n, Backends: []string{}, Apps: []string{}, Scheduled: s.scheduled(n)}
+		for _, m := range s.members {
+			if m.pool == n {
+				p.Backends = append(p.Backends, m.cfg.ID)
+			}
+		}
+		for _, a := range s.apps {
+			if a.Pool == n {
+				p.Apps = append(p.Apps, a.Name)
+			}
+		}
+		sort.Strings(p.Backends)
+		out = append(out, p)
+	}
+	return out
+}
