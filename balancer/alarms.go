@@ -72,7 +72,6 @@ type alarms struct {
 
 	mu        sync.Mutex
 	cfg       configs.Alarms
-	site      string
 	lastAlarm map[[3]string]time.Time
 	lastFall  map[[3]string]time.Time
 

@@ -87,4 +87,3 @@ func TestAcquireDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Route allocates %.1f times per call, want 0", a)
 	}
 }
-
