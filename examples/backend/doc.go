@@ -1,0 +1,20 @@
+// Command backend is a small example backend for pollbal, used by tests and the demo.
+//
+// It serves the backend side of the /pool protocol (SPEC §2):
+//
+//   - GET /pool answers 200 with the bytes of -pool-file. A missing file answers 200 with an
+//     empty body, which in the protocol means "in no service" (out of rotation, still ready);
+//     the update script empties or removes the file to drain the backend.
+//   - POST /pool_warning touches -lock-file (creates it if missing, sets its mtime to now) and
+//     answers 204. With -secret-file it first checks X-Pollbal-Timestamp (within ±300 s) and
+//     X-Pollbal-Signature (sha256=<hex HMAC-SHA256(secret, timestamp+"\n"+body)>); a request
+//     that fails the check answers 401 and does not touch the lock.
+//   - GET /_backend/stats answers JSON counters (not counted itself).
+//   - Every other path answers 200 "<id>\n" with X-Backend-Id: <id> after -delay; only these
+//     requests count in in_flight, peak_in_flight and requests.
+//
+// -id defaults to the bound listen address.
+//
+// It prints "listening <addr>" on stdout once the listener is bound (so -listen 127.0.0.1:0
+// can be used) and shuts down cleanly on SIGTERM or SIGINT.
+package main

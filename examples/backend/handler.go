@@ -1,0 +1,190 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxWarningBody bounds the /pool_warning body read into memory.
+const maxWarningBody = 64 << 10
+
+type handlerOptions struct {
+	ID       string
+	PoolFile string
+	LockFile string
+	Secret   []byte // nil: /pool_warning is not authenticated
+	Delay    time.Duration
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// handler serves the example backend. It is safe for concurrent use and must not be copied.
+type handler struct {
+	o handlerOptions
+
+	inFlight atomic.Int64
+	peak     atomic.Int64
+	requests atomic.Int64
+	warnings atomic.Int64
+
+	mu          sync.Mutex
+	lastWarning string
+}
+
+func newHandler(o handlerOptions) *handler {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &handler{o: o}
+}
+
+// stats is the JSON answer of GET /_backend/stats.
+type stats struct {
+	ID           string `json:"id"`
+	InFlight     int64  `json:"in_flight"`
+	PeakInFlight int64  `json:"peak_in_flight"`
+	Requests     int64  `json:"requests"`
+	Warnings     int64  `json:"warnings"`
+	LastWarning  string `json:"last_warning"`
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/pool":
+		h.servePool(w, r)
+	case "/pool_warning":
+		h.serveWarning(w, r)
+	case "/_backend/stats":
+		h.serveStats(w)
+	default:
+		h.serveOther(w, r)
+	}
+}
+
+func (h *handler) servePool(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	var body []byte
+	if h.o.PoolFile != "" {
+		b, err := os.ReadFile(h.o.PoolFile)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// A missing pool file means "in no service": ready, but out of rotation.
+		case err != nil:
+			h.o.Logger.Error("read pool file", "err", err)
+			http.Error(w, "cannot read pool file", http.StatusInternalServerError)
+			return
+		default:
+			body = b
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Backend-Id", h.o.ID)
+	_, _ = w.Write(body)
+}
+
+func (h *handler) serveWarning(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWarningBody))
+	if err != nil {
+		http.Error(w, "cannot read body", http.StatusBadRequest)
+		return
+	}
+	if h.o.Secret != nil {
+		err := verifySignature(h.o.Secret, r.Header.Get("X-Pollbal-Timestamp"),
+			r.Header.Get("X-Pollbal-Signature"), body, h.o.Now())
+		if err != nil {
+			h.o.Logger.Warn("rejected pool warning", "remote", r.RemoteAddr, "err", err)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+	}
+	if h.o.LockFile != "" {
+		if err := touch(h.o.LockFile, h.o.Now()); err != nil {
+			h.o.Logger.Error("touch lock file", "err", err)
+			http.Error(w, "cannot touch lock file", http.StatusInternalServerError)
+			return
+		}
+	}
+	h.warnings.Add(1)
+	h.mu.Lock()
+	h.lastWarning = string(body)
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *handler) serveStats(w http.ResponseWriter) {
+	h.mu.Lock()
+	last := h.lastWarning
+	h.mu.Unlock()
+	s := stats{
+		ID:           h.o.ID,
+		InFlight:     h.inFlight.Load(),
+		PeakInFlight: h.peak.Load(),
+		Requests:     h.requests.Load(),
+		Warnings:     h.warnings.Load(),
+		LastWarning:  last,
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(s)
+}
+
+func (h *handler) serveOther(w http.ResponseWriter, r *http.Request) {
+	h.requests.Add(1)
+	n := h.inFlight.Add(1)
+	defer h.inFlight.Add(-1)
+	for {
+		p := h.peak.Load()
+		if n <= p || h.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	if h.o.Delay > 0 {
+		t := time.NewTimer(h.o.Delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Backend-Id", h.o.ID)
+	_, _ = fmt.Fprintf(w, "%s\n", h.o.ID)
+}
+
+// touch creates path if missing and sets its modification time to now.
+func touch(path string, now time.Time) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("touch %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("touch %s: %w", path, err)
+	}
+	if err := os.Chtimes(path, now, now); err != nil {
+		return fmt.Errorf("touch %s: %w", path, err)
+	}
+	return nil
+}

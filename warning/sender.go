@@ -1,0 +1,233 @@
+package warning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// maxResponseDrain bounds how much of a /pool_warning answer is read (to reuse the connection).
+const maxResponseDrain = 4 << 10
+
+// Target is one POST /pool_warning: the warned backend and the group it was warned for.
+type Target struct {
+	Backend string // backend id
+	Address string // host:port
+	Group   Group
+}
+
+// SenderOptions configures a Sender.
+type SenderOptions struct {
+	Site       string        // sent in X-Pollbal-Site and in the body; required
+	Timeout    time.Duration // bounds each POST; must be > 0
+	Secret     []byte        // nil or empty: requests are not signed
+	Logger     *slog.Logger  // nil: discard
+	Registerer prometheus.Registerer
+	Now        func() time.Time // clock for X-Pollbal-Timestamp; nil: time.Now
+}
+
+// Sender POSTs /pool_warning to warned backends in the background. Each POST is bounded by the
+// timeout, at most one POST per backend is in flight (a Send while the previous one is still
+// running skips that backend), and a backend's delivery state is logged only when it changes.
+// A Sender is safe for concurrent use and must not be copied.
+type Sender struct {
+	site   string
+	logger *slog.Logger
+	now    func() time.Time
+	client *http.Client
+	sent   *prometheus.CounterVec
+	errs   *prometheus.CounterVec
+
+	mu       sync.Mutex
+	timeout  time.Duration
+	secret   []byte
+	inFlight map[string]bool
+	state    map[string]string // last logged delivery state per backend; absent = ok
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// NewSender builds a Sender and registers its metrics with o.Registerer (when not nil):
+// pollbal_warnings_sent_total{pool,service,version} and pollbal_warning_errors_total{backend}.
+func NewSender(o SenderOptions) (*Sender, error) {
+	if o.Site == "" {
+		return nil, errors.New("new warning sender: site is empty")
+	}
+	if o.Timeout <= 0 {
+		return nil, fmt.Errorf("new warning sender: timeout %v must be > 0", o.Timeout)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Sender{
+		site:   o.Site,
+		logger: o.Logger,
+		now:    o.Now,
+		client: &http.Client{
+			Transport: &http.Transport{
+				// No Proxy: warnings go straight to the backend, whatever the environment says.
+				DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+				MaxIdleConnsPerHost: 1,
+				IdleConnTimeout:     90 * time.Second,
+				DisableCompression:  true,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pollbal_warnings_sent_total",
+			Help: "POST /pool_warning requests answered with 2xx, by group.",
+		}, []string{"pool", "service", "version"}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pollbal_warning_errors_total",
+			Help: "POST /pool_warning requests that failed (error, timeout or non-2xx), by backend.",
+		}, []string{"backend"}),
+		timeout:  o.Timeout,
+		secret:   slices.Clone(o.Secret),
+		inFlight: make(map[string]bool),
+		state:    make(map[string]string),
+	}
+	if o.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.sent, s.errs} {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("new warning sender: register metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Update applies a reloaded timeout and secret to the POSTs started from now on. A timeout
+// <= 0 keeps the current one; a nil or empty secret turns signing off.
+func (s *Sender) Update(timeout time.Duration, secret []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if timeout > 0 {
+		s.timeout = timeout
+	}
+	s.secret = slices.Clone(secret)
+}
+
+// Send starts one POST per target in the background and returns at once. A target whose
+// backend still has a POST in flight is skipped (so a backend warned in two groups of one
+// round gets one POST, for the first: the lock it touches is per backend); after Close, Send
+// does nothing.
+func (s *Sender) Send(targets []Target) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, t := range targets {
+		if s.inFlight[t.Backend] {
+			s.logger.Debug("pool warning still in flight, skipped", "backend", t.Backend)
+			continue
+		}
+		s.inFlight[t.Backend] = true
+		s.wg.Add(1)
+		go s.post(t, s.timeout, s.secret)
+	}
+}
+
+// Close stops accepting new sends, waits for the POSTs in flight (each bounded by the
+// timeout), then closes idle connections. It is idempotent.
+func (s *Sender) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.client.CloseIdleConnections()
+}
+
+func (s *Sender) post(t Target, timeout time.Duration, secret []byte) {
+	defer s.wg.Done()
+	err := s.do(t, timeout, secret)
+	if err == nil {
+		s.sent.WithLabelValues(t.Group.Pool, t.Group.Service, t.Group.Version).Inc()
+	} else {
+		s.errs.WithLabelValues(t.Backend).Inc()
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inFlight, t.Backend)
+	prev, ok := s.state[t.Backend]
+	if !ok {
+		prev = stateOK
+	}
+	next := deliveryState(err)
+	if next == prev {
+		return
+	}
+	s.state[t.Backend] = next
+	if err == nil {
+		s.logger.Info("pool warning delivered again", "backend", t.Backend, "address", t.Address, "previous", prev)
+	} else {
+		s.logger.Warn("pool warning failed", "backend", t.Backend, "address", t.Address, "state", next, "err", err)
+	}
+}
+
+// do sends one POST and reports whether it got a 2xx answer.
+func (s *Sender) do(t Target, timeout time.Duration, secret []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	body := Body(t.Group, s.site) + "\n"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+t.Address+"/pool_warning", strings.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("pool warning %s: %w", t.Backend, err)
+	}
+	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	req.Header.Set("User-Agent", "pollbal")
+	req.Header.Set("X-Pollbal-Site", s.site)
+	if len(secret) > 0 {
+		ts := strconv.FormatInt(s.now().Unix(), 10)
+		req.Header.Set("X-Pollbal-Timestamp", ts)
+		req.Header.Set("X-Pollbal-Signature", Signature(secret, ts, body))
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("pool warning %s: %w", t.Backend, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseDrain))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("pool warning %s: %w", t.Backend, &StatusError{Code: resp.StatusCode})
+	}
+	return nil
+}
+
+// StatusError is a /pool_warning answer that is not 2xx.
+type StatusError struct{ Code int }
+
+func (e *StatusError) Error() string { return fmt.Sprintf("unexpected status %d", e.Code) }
+
+const stateOK = "ok"
+
+// deliveryState reduces a POST's outcome to a coarse state, so that a changing detail (a
+// different port in a dial error) does not count as a change worth logging.
+func deliveryState(err error) string {
+	var se *StatusError
+	switch {
+	case err == nil:
+		return stateOK
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &se):
+		return "status " + strconv.Itoa(se.Code)
+	default:
+		return "unreachable"
+	}
+}
