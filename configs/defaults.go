@@ -1,0 +1,53 @@
+package configs
+
+import "time"
+
+// Defaults of SPEC §3 for keys that the YAML leaves out.
+const (
+	defaultListen         = "127.0.0.1:8080"
+	defaultAdminListen    = "127.0.0.1:9090"
+	defaultPollInterval   = time.Second
+	defaultPollTimeout    = 800 * time.Millisecond
+	defaultPollFall       = 1
+	defaultPollRise       = 1
+	defaultPollMaxBackoff = 5 * time.Second
+	defaultPollMaxBody    = 4096
+	defaultWarningTimeout = 500 * time.Millisecond
+	defaultBackendTimeout = 30 * time.Second
+	defaultMaxRequestBody = 10 << 20
+	defaultRetries        = 1
+	defaultEjectAfter     = 3
+	defaultTieBreak       = TieBreakRotate
+	defaultDedupWindow    = 5 * time.Minute
+	defaultWarningScope   = ScopeVersion
+
+	// DefaultCapacity is a backend's capacity when the YAML does not set one.
+	DefaultCapacity = 100
+)
+
+// Default returns a Config holding every top-level default of SPEC §3 and nothing else: no
+// site, services, apps or backends, so it does not validate until those are added. Each call
+// returns a new value that the caller owns.
+func Default() *Config {
+	return &Config{
+		Listen: defaultListen,
+		Admin:  Admin{Listen: defaultAdminListen},
+		Poll: Poll{
+			Interval:   defaultPollInterval,
+			Timeout:    defaultPollTimeout,
+			Fall:       defaultPollFall,
+			Rise:       defaultPollRise,
+			MaxBackoff: defaultPollMaxBackoff,
+			MaxBody:    defaultPollMaxBody,
+		},
+		Warning: Warning{Timeout: defaultWarningTimeout},
+		Proxy: Proxy{
+			BackendTimeout: defaultBackendTimeout,
+			MaxRequestBody: defaultMaxRequestBody,
+			Retries:        defaultRetries,
+			EjectAfter:     defaultEjectAfter,
+			TieBreak:       defaultTieBreak,
+		},
+		Alarms: Alarms{DedupWindow: defaultDedupWindow},
+	}
+}

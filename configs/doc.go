@@ -1,0 +1,10 @@
+// Package configs is pollbal's configuration: the YAML schema (SPEC §3), strict loading with
+// defaults, validation that reports every problem with its path, the pure pool-resolution
+// helpers that read a Backend or an App, and the YAML files shipped beside the code.
+//
+// Loading is three steps, each in its own file: raw.go decodes the YAML strictly (unknown keys
+// are errors) into a mirror of the schema that remembers which keys were written, defaults.go
+// fills what was left out (an explicit zero is kept, so that Validate rejects it instead of
+// silently replacing it), and validate.go checks the result. Nothing here does I/O except Load,
+// and nothing keeps state between calls.
+package configs

@@ -1,0 +1,28 @@
+package configs
+
+import "regexp"
+
+// Name grammars of SPEC §2 and §3.
+var (
+	// tokenRe: site, service names and backend ids.
+	tokenRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	// poolRe: node pool and app names.
+	poolRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+	// labelRe: one label of a host name (lower-cased); "_" is tolerated as in real DNS.
+	labelRe = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$`)
+)
+
+// Grammars as shown in messages.
+const (
+	tokenGrammar = `[A-Za-z0-9][A-Za-z0-9_.-]{0,63}`
+	poolGrammar  = `[a-z0-9][a-z0-9_.-]{0,62}`
+)
+
+// ValidPoolName reports whether s is a well-formed node pool name. The reserved names
+// "default" and "unassigned" are well-formed; whether a given user may name them is the
+// caller's rule.
+func ValidPoolName(s string) bool { return poolRe.MatchString(s) }
+
+// ValidServiceName reports whether s is a well-formed service name, which is also the grammar
+// of the site and of backend ids.
+func ValidServiceName(s string) bool { return tokenRe.MatchString(s) }

@@ -1,0 +1,559 @@
+package configs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse([]byte(`
+site: test
+services:
+  web:
+apps:
+  - name: shop
+    hosts: [shop.example.com]
+backends:
+  - address: 127.0.0.1:9001
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{name: "listen", got: c.Listen, want: "127.0.0.1:8080"},
+		{name: "admin.listen", got: c.Admin.Listen, want: "127.0.0.1:9090"},
+		{name: "admin.token_file", got: c.Admin.TokenFile, want: ""},
+		{name: "admin.state_file", got: c.Admin.StateFile, want: ""},
+		{name: "poll.interval", got: c.Poll.Interval, want: time.Second},
+		{name: "poll.timeout", got: c.Poll.Timeout, want: 800 * time.Millisecond},
+		{name: "poll.fall", got: c.Poll.Fall, want: 1},
+		{name: "poll.rise", got: c.Poll.Rise, want: 1},
+		{name: "poll.max_backoff", got: c.Poll.MaxBackoff, want: 5 * time.Second},
+		{name: "poll.max_body", got: c.Poll.MaxBody, want: 4096},
+		{name: "warning.timeout", got: c.Warning.Timeout, want: 500 * time.Millisecond},
+		{name: "warning.secret_file", got: c.Warning.SecretFile, want: ""},
+		{name: "proxy.backend_timeout", got: c.Proxy.BackendTimeout, want: 30 * time.Second},
+		{name: "proxy.max_request_body", got: c.Proxy.MaxRequestBody, want: 10485760},
+		{name: "proxy.retries", got: c.Proxy.Retries, want: 1},
+		{name: "proxy.eject_after", got: c.Proxy.EjectAfter, want: 3},
+		{name: "proxy.tie_break", got: c.Proxy.TieBreak, want: "rotate"},
+		{name: "proxy.slow_start", got: c.Proxy.SlowStart, want: time.Duration(0)},
+		{name: "services.web (null) threshold", got: c.Services["web"].WarningThreshold, want: 0},
+		{name: "services.web (null) scope", got: c.Services["web"].WarningScope, want: "version"},
+		{name: "apps[0].service is the only service", got: c.Apps[0].Service, want: "web"},
+		{name: "apps[0].pool", got: c.Apps[0].Pool, want: ""},
+		{name: "apps[0].owner", got: c.Apps[0].Owner, want: ""},
+		{name: "apps[0].allow_fallback_to_default", got: c.Apps[0].AllowFallbackToDefault, want: (*bool)(nil)},
+		{name: "backends[0].id is the address", got: c.Backends[0].ID, want: "127.0.0.1:9001"},
+		{name: "backends[0].capacity", got: c.Backends[0].Capacity, want: 100},
+		{name: "backends[0].pool", got: c.Backends[0].Pool, want: ""},
+		{name: "backends[0].owner", got: c.Backends[0].Owner, want: ""},
+		{name: "alarms.webhook", got: c.Alarms.Webhook, want: ""},
+		{name: "alarms.dedup_window", got: c.Alarms.DedupWindow, want: 5 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !reflect.DeepEqual(tt.got, tt.want) {
+				t.Errorf("got %#v, want %#v", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseEveryKey sets every key to a value other than its default, so that a key the
+// decoder forgets to copy shows up as a difference.
+func TestParseEveryKey(t *testing.T) {
+	c, err := Parse([]byte(`
+site: eu-west-1
+listen: 0.0.0.0:80
+admin:
+  listen: 127.0.0.1:81
+  token_file: /etc/pollbal/token
+  state_file: /var/lib/pollbal/state.json
+poll:
+  interval: 2s
+  timeout: 1500ms
+  fall: 3
+  rise: 2
+  max_backoff: 1m
+  max_body: 1024
+warning:
+  timeout: 250ms
+  secret_file: /etc/pollbal/secret
+proxy:
+  backend_timeout: 1m30s
+  max_request_body: 2048
+  retries: 0
+  eject_after: 0
+  tie_break: id
+  slow_start: 20s
+services:
+  web:
+    warning_threshold: 2
+    warning_scope: service
+  api:
+    warning_threshold: 1
+apps:
+  - name: shop
+    hosts: ["Shop.Example.com", "*.shop.example.com"]
+    service: web
+    pool: pool-acme
+    owner: acme
+    allow_fallback_to_default: true
+backends:
+  - id: web-1
+    address: 10.0.0.1:9001
+    capacity: 64
+    pool: canary
+    owner: acme
+alarms:
+  webhook: https://alarms.example.com/hook
+  dedup_window: 10m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Site:    "eu-west-1",
+		Listen:  "0.0.0.0:80",
+		Admin:   Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json"},
+		Poll:    Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024},
+		Warning: Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
+		Proxy: Proxy{BackendTimeout: 90 * time.Second, MaxRequestBody: 2048, Retries: 0, EjectAfter: 0,
+			TieBreak: TieBreakID, SlowStart: 20 * time.Second},
+		Services: map[string]Service{
+			"web": {WarningThreshold: 2, WarningScope: ScopeService},
+			"api": {WarningThreshold: 1, WarningScope: ScopeVersion},
+		},
+		Apps: []App{{Name: "shop", Hosts: []string{"shop.example.com", "*.shop.example.com"}, Service: "web",
+			Pool: "pool-acme", Owner: "acme", AllowFallbackToDefault: boolPtr(true)}},
+		Backends: []Backend{{ID: "web-1", Address: "10.0.0.1:9001", Capacity: 64, Pool: "canary", Owner: "acme"}},
+		Alarms:   Alarms{Webhook: "https://alarms.example.com/hook", DedupWindow: 10 * time.Minute},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse:\n got  %+v\n want %+v", c, want)
+	}
+}
+
+func TestParseExplicitZeroIsKept(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  []byte
+		want []string
+	}{
+		{name: "capacity 0", doc: []byte("site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9001\n    capacity: 0\n"),
+			want: []string{"backends[0].capacity: must be >= 1 (got 0)"}},
+		{name: "poll fall 0", doc: yamlWith("poll:\n  fall: 0\n"), want: []string{"poll.fall: must be >= 1 (got 0)"}},
+		{name: "poll rise 0", doc: yamlWith("poll:\n  rise: 0\n"), want: []string{"poll.rise: must be >= 1 (got 0)"}},
+		{name: "poll max_body 0", doc: yamlWith("poll:\n  max_body: 0\n"), want: []string{"poll.max_body: must be >= 1 (got 0)"}},
+		{name: "poll interval 0s", doc: yamlWith("poll:\n  interval: 0s\n"), want: []string{"poll.interval: must be > 0 (got 0s)"}},
+		{name: "warning timeout 0s", doc: yamlWith("warning:\n  timeout: 0s\n"), want: []string{"warning.timeout: must be > 0 (got 0s)"}},
+		{name: "max_request_body 0", doc: yamlWith("proxy:\n  max_request_body: 0\n"), want: []string{"proxy.max_request_body: must be >= 1 (got 0)"}},
+		{name: "dedup_window 0s", doc: yamlWith("alarms:\n  dedup_window: 0s\n"), want: []string{"alarms.dedup_window: must be > 0 (got 0s)"}},
+		{name: "empty listen", doc: yamlWith("listen: \"\"\n"), want: []string{"listen: required"}},
+		{name: "empty admin listen", doc: yamlWith("admin:\n  listen: ''\n"), want: []string{"admin.listen: required"}},
+		{name: "empty tie_break", doc: yamlWith("proxy:\n  tie_break: \"\"\n"), want: []string{`proxy.tie_break: must be "rotate" or "id" (got "")`}},
+		{name: "empty warning_scope", doc: []byte("site: test\nservices:\n  web:\n    warning_scope: \"\"\n"),
+			want: []string{`services.web.warning_scope: must be "version" or "service" (got "")`}},
+		{name: "empty backend id", doc: []byte("site: test\nservices: {web: {}}\nbackends:\n  - id: \"\"\n    address: 127.0.0.1:9001\n"),
+			want: []string{"backends[0].id: required"}},
+		{name: "empty app service", doc: []byte("site: test\nservices: {web: {}}\napps:\n  - name: www\n    hosts: [\"*\"]\n    service: \"\"\n"),
+			want: []string{"apps[0].service: required"}},
+		{name: "zeros that are valid", doc: yamlWith("proxy:\n  retries: 0\n  eject_after: 0\n  slow_start: 0\n")},
+		{name: "zero threshold is valid", doc: []byte("site: test\nservices:\n  web:\n    warning_threshold: 0\n")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(tt.doc)
+			wantProblems(t, err, tt.want...)
+		})
+	}
+}
+
+func TestParseNullIsAbsent(t *testing.T) {
+	c, err := Parse([]byte(`
+site: test
+listen:
+admin:
+poll:
+  interval: ~
+services:
+  web:
+apps:
+  - name: shop
+    hosts: [shop.example.com]
+    allow_fallback_to_default: null
+backends:
+  - address: 127.0.0.1:9001
+    capacity:
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{name: "listen", got: c.Listen, want: defaultListen},
+		{name: "admin.listen", got: c.Admin.Listen, want: defaultAdminListen},
+		{name: "poll.interval", got: c.Poll.Interval, want: defaultPollInterval},
+		{name: "allow_fallback_to_default", got: c.Apps[0].AllowFallbackToDefault, want: (*bool)(nil)},
+		{name: "capacity", got: c.Backends[0].Capacity, want: DefaultCapacity},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !reflect.DeepEqual(tt.got, tt.want) {
+				t.Errorf("got %#v, want %#v", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseDurations(t *testing.T) {
+	tests := []struct {
+		name  string
+		value string
+		want  time.Duration
+	}{
+		{name: "milliseconds", value: "250ms", want: 250 * time.Millisecond},
+		{name: "fractional seconds", value: "1.5s", want: 1500 * time.Millisecond},
+		{name: "compound", value: "1m30s", want: 90 * time.Second},
+		{name: "hours", value: "2h", want: 2 * time.Hour},
+		{name: "microseconds", value: "1500us", want: 1500 * time.Microsecond},
+		{name: "quoted", value: `"45s"`, want: 45 * time.Second},
+		{name: "bare zero", value: "0", want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(yamlWith("proxy:\n  slow_start: " + tt.value + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Proxy.SlowStart != tt.want {
+				t.Errorf("slow_start = %v, want %v", c.Proxy.SlowStart, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseBadValues(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{name: "unknown duration unit", yaml: "poll:\n  interval: 5x\n", want: []string{
+			`poll.interval: "5x" is not a Go duration such as 500ms or 1m30s (line 15): time: unknown unit "x" in duration "5x"`}},
+		{name: "duration without unit", yaml: "poll:\n  max_backoff: 5\n", want: []string{
+			`poll.max_backoff: "5" is not a Go duration such as 500ms or 1m30s (line 15): time: missing unit in duration "5"`}},
+		{name: "duration with a space", yaml: "warning:\n  timeout: 1 s\n", want: []string{
+			`warning.timeout: "1 s" is not a Go duration such as 500ms or 1m30s (line 15): time: unknown unit " s" in duration "1 s"`}},
+		{name: "duration as a list", yaml: "alarms:\n  dedup_window: [5m]\n", want: []string{
+			"alarms.dedup_window: must be a duration, got a list (line 15)"}},
+		{name: "fractional integer", yaml: "poll:\n  fall: 1.5\n", want: []string{
+			`poll.fall: must be an integer, got "1.5" (line 15)`}},
+		{name: "quoted integer", yaml: "poll:\n  rise: \"2\"\n", want: []string{
+			`poll.rise: must be an integer, got "2" (line 15)`}},
+		{name: "integer as text", yaml: "proxy:\n  retries: many\n", want: []string{
+			`proxy.retries: must be an integer, got "many" (line 15)`}},
+		{name: "huge integer", yaml: "proxy:\n  max_request_body: 99999999999999999999\n", want: []string{
+			`proxy.max_request_body: must be an integer, got "99999999999999999999" (line 15)`}},
+		{name: "string as a mapping", yaml: "alarms:\n  webhook: {url: x}\n", want: []string{
+			"alarms.webhook: must be a string, got a mapping (line 15)"}},
+		{name: "section as a list", yaml: "poll: [1s]\n", want: []string{
+			"poll: must be a mapping, got a list (line 14)"}},
+		{name: "section as a scalar", yaml: "proxy: fast\n", want: []string{
+			"proxy: must be a mapping, got a string (line 14)"}},
+		{name: "valid value for contrast", yaml: "alarms:\n  dedup_window: 1m\n", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(yamlWith(tt.yaml))
+			wantProblems(t, err, tt.want...)
+		})
+	}
+}
+
+func TestParseListShapes(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{name: "apps as a mapping", yaml: "site: test\nservices: {web: {}}\napps: {shop: {}}\n", want: []string{
+			"apps: must be a list, got a mapping (line 3)"}},
+		{name: "hosts as a string", yaml: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: shop.example.com\n", want: []string{
+			"apps[0].hosts: must be a list, got a string (line 5)"}},
+		{name: "host as a list", yaml: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [[a]]\n", want: []string{
+			"apps[0].hosts[0]: must be a string, got a list (line 5)"}},
+		{name: "service as a scalar", yaml: "site: test\nservices:\n  web: 2\n", want: []string{
+			"services.web: must be a mapping, got an integer (line 3)"}},
+		{name: "allow_fallback not a boolean", yaml: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [a.b]\n    allow_fallback_to_default: maybe\n", want: []string{
+			`apps[0].allow_fallback_to_default: must be true or false, got "maybe" (line 6)`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			wantProblems(t, err, tt.want...)
+		})
+	}
+}
+
+func TestParseUnknownKeys(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  []byte
+		want []string
+	}{
+		{name: "top level", doc: yamlWith("sites: eu\n"), want: []string{"sites: unknown key (line 14)"}},
+		{name: "in a section", doc: yamlWith("poll:\n  intervall: 2s\n"), want: []string{"poll.intervall: unknown key (line 15)"}},
+		{name: "in a nested section", doc: yamlWith("alarms:\n  dedup_window: 1m\n  webhok: http://x\n"),
+			want: []string{"alarms.webhok: unknown key (line 16)"}},
+		{name: "in a service", doc: []byte("site: test\nservices:\n  web:\n    threshold: 2\n"),
+			want: []string{"services.web.threshold: unknown key (line 4)"}},
+		{name: "in an app", doc: []byte("site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [a.b]\n    fallback: true\n"),
+			want: []string{"apps[0].fallback: unknown key (line 6)"}},
+		{name: "in a backend", doc: []byte("site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9003\n    capcity: 3\n"),
+			want: []string{"backends[0].capcity: unknown key (line 5)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(tt.doc)
+			wantProblems(t, err, tt.want...)
+		})
+	}
+}
+
+func TestParseBackendUnknownKeyKeepsOtherProblems(t *testing.T) {
+	_, err := Parse([]byte(`site: test
+services: {web: {}}
+apps: [{name: shop, hosts: [a.example.com]}]
+backends:
+  - address: 127.0.0.1:9001
+  - address: 127.0.0.1
+    capcity: 3
+`))
+	wantProblems(t, err,
+		"backends[1].capcity: unknown key (line 7)",
+		"backends[1].address: missing port",
+	)
+}
+
+func TestParseDocuments(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{name: "empty input", yaml: "", want: []string{"site: required", "services: at least one service required"}},
+		{name: "only comments", yaml: "# nothing yet\n", want: []string{"site: required", "services: at least one service required"}},
+		{name: "leading marker is one document", yaml: "---\n" + baseYAML},
+		{name: "two documents", yaml: baseYAML + "---\n" + baseYAML, want: []string{
+			"parse config: the file holds more than one YAML document; want exactly one"}},
+		{name: "trailing empty document", yaml: baseYAML + "---\n", want: []string{
+			"parse config: the file holds more than one YAML document; want exactly one"}},
+		{name: "broken second document", yaml: baseYAML + "---\n[\n", want: []string{
+			"parse config: the file holds more than one YAML document; want exactly one: yaml: line 15: did not find expected node content"}},
+		{name: "syntax error", yaml: "site: [test\n", want: []string{
+			"parse config: yaml: line 1: did not find expected ',' or ']'"}},
+		{name: "top level list", yaml: "- site: test\n", want: []string{"top level: must be a mapping, got a list (line 1)"}},
+		{name: "top level scalar", yaml: "pollbal\n", want: []string{"top level: must be a mapping, got a string (line 1)"}},
+		{name: "duplicate key", yaml: "site: a\nsite: b\n", want: []string{"site: key written twice (lines 1 and 2)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			wantProblems(t, err, tt.want...)
+		})
+	}
+}
+
+func TestParseAppService(t *testing.T) {
+	tests := []struct {
+		name     string
+		services string
+		service  string
+		want     string
+		problems []string
+	}{
+		{name: "omitted with one service", services: "web: {}", want: "web"},
+		{name: "explicit with one service", services: "web: {}", service: "web", want: "web"},
+		{name: "explicit among two", services: "web: {}\n  api: {}", service: "api", want: "api"},
+		{name: "omitted among two", services: "web: {}\n  api: {}",
+			problems: []string{"apps[0].service: required when more than one service is declared"}},
+		{name: "undeclared", services: "web: {}", service: "api",
+			problems: []string{`apps[0].service: "api" is not a declared service`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := "site: test\nservices:\n  " + tt.services + "\napps:\n  - name: shop\n    hosts: [a.example.com]\n"
+			if tt.service != "" {
+				doc += "    service: " + tt.service + "\n"
+			}
+			c, err := Parse([]byte(doc))
+			wantProblems(t, err, tt.problems...)
+			if err == nil && c.Apps[0].Service != tt.want {
+				t.Errorf("service = %q, want %q", c.Apps[0].Service, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseListDefaults(t *testing.T) {
+	c, err := Parse([]byte(`
+site: test
+services: {web: {}}
+apps:
+  - name: shop
+    hosts: ["SHOP.Example.COM", "*.Shop.example.com", "*"]
+backends:
+  - address: 127.0.0.1:9001
+  - id: web-2
+    address: 127.0.0.1:9002
+    capacity: 7
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{name: "hosts lower-cased", got: c.Apps[0].Hosts, want: []string{"shop.example.com", "*.shop.example.com", "*"}},
+		{name: "id defaults to the address", got: c.Backends[0].ID, want: "127.0.0.1:9001"},
+		{name: "capacity defaults to 100", got: c.Backends[0].Capacity, want: 100},
+		{name: "explicit id kept", got: c.Backends[1].ID, want: "web-2"},
+		{name: "explicit capacity kept", got: c.Backends[1].Capacity, want: 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !reflect.DeepEqual(tt.got, tt.want) {
+				t.Errorf("got %#v, want %#v", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseEveryProblemAtOnce(t *testing.T) {
+	_, err := Parse([]byte(`
+site: ""
+listen: 127.0.0.1
+poll:
+  interval: 1s
+  timeout: 2s
+  fall: 0
+  retry: 3
+proxy:
+  tie_break: random
+services:
+  web: {warning_scope: pool}
+apps:
+  - name: Shop
+    hosts: ["http://shop.example.com"]
+    service: api
+backends:
+  - address: 127.0.0.1:9001
+    capacity: 0
+  - address: 127.0.0.1:9001
+  - id: bad id
+    address: 127.0.0.1
+alarms:
+  dedup_window: forever
+`))
+	wantProblems(t, err,
+		"poll.retry: unknown key (line 8)",
+		`alarms.dedup_window: "forever" is not a Go duration such as 500ms or 1m30s (line 24): time: invalid duration "forever"`,
+		"site: required",
+		"listen: missing port",
+		"poll.timeout: must be less than poll.interval (1s)",
+		"poll.fall: must be >= 1 (got 0)",
+		`proxy.tie_break: must be "rotate" or "id" (got "random")`,
+		`services.web.warning_scope: must be "version" or "service" (got "pool")`,
+		`apps[0].name: "Shop" must match [a-z0-9][a-z0-9_.-]{0,62}`,
+		`apps[0].hosts[0]: "http://shop.example.com": must be a host name without a scheme`,
+		`apps[0].service: "api" is not a declared service`,
+		"backends[0].capacity: must be >= 1 (got 0)",
+		`backends[1].id: "127.0.0.1:9001" is already used by backends[0]`,
+		`backends[1].address: "127.0.0.1:9001" is already used by backends[0]`,
+		`backends[2].id: "bad id" must match [A-Za-z0-9][A-Za-z0-9_.-]{0,63} (or equal the address)`,
+		"backends[2].address: missing port",
+	)
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte(baseYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("site: test\nlisten: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		path     string
+		problems []string
+		errText  string
+		isErr    error
+	}{
+		{name: "valid file", path: good},
+		{name: "invalid file", path: bad,
+			problems: []string{"listen: missing port", "services: at least one service required"},
+			errText:  "load config " + bad + ": 2 problems: listen: missing port; services: at least one service required"},
+		{name: "missing file", path: filepath.Join(dir, "none.yaml"), isErr: fs.ErrNotExist,
+			problems: []string{"load config: open " + filepath.Join(dir, "none.yaml") + ": no such file or directory"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(tt.path)
+			wantProblems(t, err, tt.problems...)
+			if err == nil && c.Site != "test" {
+				t.Errorf("site = %q, want test", c.Site)
+			}
+			if tt.errText != "" && (err == nil || err.Error() != tt.errText) {
+				t.Errorf("error = %v, want %q", err, tt.errText)
+			}
+			if tt.isErr != nil && !errors.Is(err, tt.isErr) {
+				t.Errorf("error %v is not %v", err, tt.isErr)
+			}
+		})
+	}
+}
+
+func TestProblems(t *testing.T) {
+	c := baseConfig(t)
+	c.Site, c.Listen = "", "x"
+	tests := []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{name: "nil", err: nil, want: nil},
+		{name: "plain error", err: errors.New("open x: permission denied"), want: []string{"open x: permission denied"}},
+		{name: "multi-line error", err: errors.New("first\n\n  second\n"), want: []string{"first", "second"}},
+		{name: "validation list", err: c.Validate(), want: []string{"site: required", "listen: missing port"}},
+		{name: "wrapped validation list", err: wrapErr(c.Validate()), want: []string{"site: required", "listen: missing port"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Problems(tt.err)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Problems = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func wrapErr(err error) error { return errors.Join(errors.New("reload"), err) }

@@ -1,0 +1,94 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// problemList collects path-prefixed problems; its err is a *multierror.Error whose Error
+// text is one line, so that a reload failure reads well in a log.
+type problemList struct {
+	errs []error
+}
+
+// problem is one problem at a path of the document; the path lets Parse relate a value that
+// could not be decoded (unusable) to what validation then says about it.
+type problem struct {
+	path     string
+	err      error
+	unusable bool
+}
+
+func (e *problem) Error() string { return e.path + ": " + e.err.Error() }
+func (e *problem) Unwrap() error { return e.err }
+
+func (p *problemList) add(path, format string, args ...any) {
+	p.wrap(path, fmt.Errorf(format, args...))
+}
+
+// wrap records err (kept for errors.Is/As) under path.
+func (p *problemList) wrap(path string, err error) {
+	p.errs = append(p.errs, &problem{path: path, err: err})
+}
+
+// unusable records that the value at path could not be decoded, so it was left out.
+func (p *problemList) unusable(path string, err error) {
+	p.errs = append(p.errs, &problem{path: path, err: err, unusable: true})
+}
+
+// related reports whether two paths are the same or one holds the other.
+func related(a, b string) bool {
+	under := func(inner, outer string) bool {
+		return strings.HasPrefix(inner, outer+".") || strings.HasPrefix(inner, outer+"[")
+	}
+	return a == b || under(a, b) || under(b, a)
+}
+
+func (p *problemList) err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	return &multierror.Error{Errors: p.errs, ErrorFormat: formatProblems}
+}
+
+func formatProblems(errs []error) string {
+	if len(errs) == 1 {
+		return errs[0].Error()
+	}
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("%d problems: %s", len(errs), strings.Join(msgs, "; "))
+}
+
+// Problems returns the one-line messages inside an error from Parse, Load or Validate, one per
+// problem and in the order they were found (for `pollbal check`, which prints one per line).
+// Context that the caller wrapped around the list is dropped; an error that is not a list
+// (an unreadable file, broken YAML) is returned as its own text, one entry per line of it.
+// Problems(nil) is nil.
+func Problems(err error) []string {
+	if err == nil {
+		return nil
+	}
+	var list *multierror.Error
+	if errors.As(err, &list) {
+		var out []string
+		for _, e := range list.Errors {
+			out = append(out, Problems(e)...)
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	var out []string
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}

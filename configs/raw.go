@@ -1,0 +1,288 @@
+package configs
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// field is one scalar exactly as the YAML wrote it. Decoding keeps the node so that the
+// conversion can tell an absent key (or an explicit null) from an explicit zero, and can report
+// a bad value with its path and line instead of yaml's Go type names.
+type field struct {
+	node *yaml.Node
+}
+
+// UnmarshalYAML keeps the node; yaml.v3 never calls it for a null, which therefore reads as
+// absent.
+func (f *field) UnmarshalYAML(n *yaml.Node) error {
+	f.node = n
+	return nil
+}
+
+func (f field) set() bool { return f.node != nil }
+
+// The raw mirror of Config: same keys, every scalar a field, so decoding cannot fail on a value
+// and KnownFields(true) still rejects unknown keys.
+type (
+	rawConfig struct {
+		Site     field                 `yaml:"site"`
+		Listen   field                 `yaml:"listen"`
+		Admin    rawAdmin              `yaml:"admin"`
+		Poll     rawPoll               `yaml:"poll"`
+		Warning  rawWarning            `yaml:"warning"`
+		Proxy    rawProxy              `yaml:"proxy"`
+		Services map[string]rawService `yaml:"services"`
+		Apps     []rawApp              `yaml:"apps"`
+		Backends []rawBackend          `yaml:"backends"`
+		Alarms   rawAlarms             `yaml:"alarms"`
+	}
+	rawAdmin struct {
+		Listen    field `yaml:"listen"`
+		TokenFile field `yaml:"token_file"`
+		StateFile field `yaml:"state_file"`
+	}
+	rawPoll struct {
+		Interval   field `yaml:"interval"`
+		Timeout    field `yaml:"timeout"`
+		Fall       field `yaml:"fall"`
+		Rise       field `yaml:"rise"`
+		MaxBackoff field `yaml:"max_backoff"`
+		MaxBody    field `yaml:"max_body"`
+	}
+	rawWarning struct {
+		Timeout    field `yaml:"timeout"`
+		SecretFile field `yaml:"secret_file"`
+	}
+	rawProxy struct {
+		BackendTimeout field `yaml:"backend_timeout"`
+		MaxRequestBody field `yaml:"max_request_body"`
+		Retries        field `yaml:"retries"`
+		EjectAfter     field `yaml:"eject_after"`
+		TieBreak       field `yaml:"tie_break"`
+		SlowStart      field `yaml:"slow_start"`
+	}
+	rawService struct {
+		WarningThreshold field `yaml:"warning_threshold"`
+		WarningScope     field `yaml:"warning_scope"`
+	}
+	rawApp struct {
+		Name                   field   `yaml:"name"`
+		Hosts                  []field `yaml:"hosts"`
+		Service                field   `yaml:"service"`
+		Pool                   field   `yaml:"pool"`
+		Owner                  field   `yaml:"owner"`
+		AllowFallbackToDefault field   `yaml:"allow_fallback_to_default"`
+	}
+	rawBackend struct {
+		ID       field `yaml:"id"`
+		Address  field `yaml:"address"`
+		Capacity field `yaml:"capacity"`
+		Pool     field `yaml:"pool"`
+		Owner    field `yaml:"owner"`
+	}
+	rawAlarms struct {
+		Webhook     field `yaml:"webhook"`
+		DedupWindow field `yaml:"dedup_window"`
+	}
+)
+
+// converter turns fields into typed values, recording a problem for each one that does not
+// fit its type. A field that does not fit leaves the destination (its default) unchanged.
+type converter struct {
+	p *problemList
+}
+
+// scalar returns the field's node when it is a scalar; otherwise it records that the key wants
+// the given kind of value and returns nil.
+func (cv converter) scalar(f field, path, want string) *yaml.Node {
+	if !f.set() {
+		return nil
+	}
+	n := f.node
+	if n.Kind != yaml.ScalarNode {
+		cv.p.unusable(path, fmt.Errorf("must be %s, got %s (line %d)", want, describeNode(n), n.Line))
+		return nil
+	}
+	return n
+}
+
+func (cv converter) str(f field, path string, dst *string) {
+	if n := cv.scalar(f, path, "a string"); n != nil {
+		*dst = n.Value
+	}
+}
+
+func (cv converter) integer(f field, path string, dst *int) {
+	n := cv.scalar(f, path, "an integer")
+	if n == nil {
+		return
+	}
+	var v int
+	// yaml.v3 would truncate 1.5 into an int; only an !!int scalar is an integer here.
+	if n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		cv.p.unusable(path, fmt.Errorf("must be an integer, got %q (line %d)", n.Value, n.Line))
+		return
+	}
+	*dst = v
+}
+
+func (cv converter) duration(f field, path string, dst *time.Duration) {
+	n := cv.scalar(f, path, "a duration")
+	if n == nil {
+		return
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		cv.p.unusable(path, fmt.Errorf("%q is not a Go duration such as 500ms or 1m30s (line %d): %w", n.Value, n.Line, err))
+		return
+	}
+	*dst = d
+}
+
+func (cv converter) boolean(f field, path string, dst **bool) {
+	n := cv.scalar(f, path, "true or false")
+	if n == nil {
+		return
+	}
+	var v bool
+	if n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		cv.p.unusable(path, fmt.Errorf("must be true or false, got %q (line %d)", n.Value, n.Line))
+		return
+	}
+	*dst = &v
+}
+
+// config converts the raw mirror onto Default(), then fills the defaults of list elements and
+// map values. Keys that were written keep their value even when it is a zero, so that Validate
+// rejects e.g. an explicit `capacity: 0` instead of it becoming 100.
+func (r *rawConfig) config(p *problemList) *Config {
+	cv := converter{p: p}
+	c := Default()
+	cv.str(r.Site, "site", &c.Site)
+	cv.str(r.Listen, "listen", &c.Listen)
+
+	cv.str(r.Admin.Listen, "admin.listen", &c.Admin.Listen)
+	cv.str(r.Admin.TokenFile, "admin.token_file", &c.Admin.TokenFile)
+	cv.str(r.Admin.StateFile, "admin.state_file", &c.Admin.StateFile)
+
+	cv.duration(r.Poll.Interval, "poll.interval", &c.Poll.Interval)
+	cv.duration(r.Poll.Timeout, "poll.timeout", &c.Poll.Timeout)
+	cv.integer(r.Poll.Fall, "poll.fall", &c.Poll.Fall)
+	cv.integer(r.Poll.Rise, "poll.rise", &c.Poll.Rise)
+	cv.duration(r.Poll.MaxBackoff, "poll.max_backoff", &c.Poll.MaxBackoff)
+	cv.integer(r.Poll.MaxBody, "poll.max_body", &c.Poll.MaxBody)
+
+	cv.duration(r.Warning.Timeout, "warning.timeout", &c.Warning.Timeout)
+	cv.str(r.Warning.SecretFile, "warning.secret_file", &c.Warning.SecretFile)
+
+	cv.duration(r.Proxy.BackendTimeout, "proxy.backend_timeout", &c.Proxy.BackendTimeout)
+	cv.integer(r.Proxy.MaxRequestBody, "proxy.max_request_body", &c.Proxy.MaxRequestBody)
+	cv.integer(r.Proxy.Retries, "proxy.retries", &c.Proxy.Retries)
+	cv.integer(r.Proxy.EjectAfter, "proxy.eject_after", &c.Proxy.EjectAfter)
+	cv.str(r.Proxy.TieBreak, "proxy.tie_break", &c.Proxy.TieBreak)
+	cv.duration(r.Proxy.SlowStart, "proxy.slow_start", &c.Proxy.SlowStart)
+
+	cv.str(r.Alarms.Webhook, "alarms.webhook", &c.Alarms.Webhook)
+	cv.duration(r.Alarms.DedupWindow, "alarms.dedup_window", &c.Alarms.DedupWindow)
+
+	if r.Services != nil {
+		c.Services = make(map[string]Service, len(r.Services))
+	}
+	for name, rs := range r.Services {
+		s := Service{WarningScope: defaultWarningScope}
+		path := servicePath(name)
+		cv.integer(rs.WarningThreshold, path+".warning_threshold", &s.WarningThreshold)
+		cv.str(rs.WarningScope, path+".warning_scope", &s.WarningScope)
+		c.Services[name] = s
+	}
+
+	for i, ra := range r.Apps {
+		path := fmt.Sprintf("apps[%d]", i)
+		var a App
+		cv.str(ra.Name, path+".name", &a.Name)
+		if ra.Hosts != nil {
+			a.Hosts = make([]string, len(ra.Hosts))
+		}
+		for j, h := range ra.Hosts {
+			cv.str(h, fmt.Sprintf("%s.hosts[%d]", path, j), &a.Hosts[j])
+			a.Hosts[j] = strings.ToLower(a.Hosts[j])
+		}
+		if !ra.Service.set() && len(c.Services) == 1 {
+			for name := range c.Services {
+				a.Service = name
+			}
+		}
+		cv.str(ra.Service, path+".service", &a.Service)
+		cv.str(ra.Pool, path+".pool", &a.Pool)
+		cv.str(ra.Owner, path+".owner", &a.Owner)
+		cv.boolean(ra.AllowFallbackToDefault, path+".allow_fallback_to_default", &a.AllowFallbackToDefault)
+		c.Apps = append(c.Apps, a)
+	}
+
+	for i, rb := range r.Backends {
+		path := fmt.Sprintf("backends[%d]", i)
+		b := Backend{Capacity: DefaultCapacity}
+		cv.str(rb.Address, path+".address", &b.Address)
+		if !rb.ID.set() {
+			b.ID = b.Address
+		}
+		cv.str(rb.ID, path+".id", &b.ID)
+		cv.integer(rb.Capacity, path+".capacity", &b.Capacity)
+		cv.str(rb.Pool, path+".pool", &b.Pool)
+		cv.str(rb.Owner, path+".owner", &b.Owner)
+		c.Backends = append(c.Backends, b)
+	}
+	return c
+}
+
+// describeNode names a node's kind for messages: "a list", "a mapping", "a string".
+func describeNode(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.DocumentNode:
+		return "a document"
+	}
+	return describeTag(n.ShortTag())
+}
+
+// describeTag names a YAML tag for messages.
+func describeTag(tag string) string {
+	switch tag {
+	case "!!str":
+		return "a string"
+	case "!!int":
+		return "an integer"
+	case "!!float":
+		return "a number"
+	case "!!bool":
+		return "a boolean"
+	case "!!null":
+		return "null"
+	case "!!seq":
+		return "a list"
+	case "!!map":
+		return "a mapping"
+	case "!!timestamp":
+		return "a timestamp"
+	case "!!binary":
+		return "binary data"
+	}
+	return fmt.Sprintf("a %s value", tag)
+}
+
+// servicePath is the path of a service entry; a name that is not a plain token is quoted so
+// that the path stays readable.
+func servicePath(name string) string {
+	if ValidServiceName(name) {
+		return "services." + name
+	}
+	return fmt.Sprintf("services[%q]", name)
+}

@@ -1,0 +1,204 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Validate checks c against SPEC §3 and returns every problem at once, each prefixed with its
+// path (`backends[2].address: missing port`); Problems splits the error into lines. It checks
+// the values as they are, defaults included: a Config built in Go must set what Parse would
+// have defaulted. It never panics and does not modify c.
+func (c *Config) Validate() error {
+	if c == nil {
+		return errors.New("config is nil")
+	}
+	var p problemList
+	c.validateTop(&p)
+	c.validateServices(&p)
+	c.validateApps(&p)
+	c.validateBackends(&p)
+	return p.err()
+}
+
+func (c *Config) validateTop(p *problemList) {
+	switch {
+	case c.Site == "":
+		p.add("site", "required")
+	case !tokenRe.MatchString(c.Site):
+		p.add("site", "%q must match %s", c.Site, tokenGrammar)
+	}
+	listenErr := checkAddress(c.Listen, true)
+	if listenErr != nil {
+		p.wrap("listen", listenErr)
+	}
+	adminErr := checkAddress(c.Admin.Listen, true)
+	if adminErr != nil {
+		p.wrap("admin.listen", adminErr)
+	}
+	if listenErr == nil && adminErr == nil && sameListener(c.Listen, c.Admin.Listen) {
+		p.add("admin.listen", "must differ from listen (%s)", c.Listen)
+	}
+
+	positive(p, "poll.interval", c.Poll.Interval)
+	positive(p, "poll.timeout", c.Poll.Timeout)
+	positive(p, "poll.max_backoff", c.Poll.MaxBackoff)
+	if c.Poll.Interval > 0 && c.Poll.Timeout > 0 && c.Poll.Timeout >= c.Poll.Interval {
+		p.add("poll.timeout", "must be less than poll.interval (%s)", c.Poll.Interval)
+	}
+	if c.Poll.Interval > 0 && c.Poll.MaxBackoff > 0 && c.Poll.MaxBackoff < c.Poll.Interval {
+		p.add("poll.max_backoff", "must be at least poll.interval (%s)", c.Poll.Interval)
+	}
+	atLeast(p, "poll.fall", c.Poll.Fall, 1)
+	atLeast(p, "poll.rise", c.Poll.Rise, 1)
+	atLeast(p, "poll.max_body", c.Poll.MaxBody, 1)
+
+	positive(p, "warning.timeout", c.Warning.Timeout)
+
+	positive(p, "proxy.backend_timeout", c.Proxy.BackendTimeout)
+	atLeast(p, "proxy.max_request_body", c.Proxy.MaxRequestBody, 1)
+	atLeast(p, "proxy.retries", c.Proxy.Retries, 0)
+	atLeast(p, "proxy.eject_after", c.Proxy.EjectAfter, 0)
+	if c.Proxy.TieBreak != TieBreakRotate && c.Proxy.TieBreak != TieBreakID {
+		p.add("proxy.tie_break", "must be %q or %q (got %q)", TieBreakRotate, TieBreakID, c.Proxy.TieBreak)
+	}
+	if c.Proxy.SlowStart < 0 {
+		p.add("proxy.slow_start", "must be >= 0 (got %s)", c.Proxy.SlowStart)
+	}
+
+	if c.Alarms.Webhook != "" {
+		if err := checkWebhook(c.Alarms.Webhook); err != nil {
+			p.wrap("alarms.webhook", err)
+		}
+	}
+	positive(p, "alarms.dedup_window", c.Alarms.DedupWindow)
+}
+
+func positive(p *problemList, path string, d time.Duration) {
+	if d <= 0 {
+		p.add(path, "must be > 0 (got %s)", d)
+	}
+}
+
+func atLeast(p *problemList, path string, v, limit int) {
+	if v < limit {
+		p.add(path, "must be >= %d (got %d)", limit, v)
+	}
+}
+
+func (c *Config) validateServices(p *problemList) {
+	if len(c.Services) == 0 {
+		p.add("services", "at least one service required")
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Services)) {
+		s := c.Services[name]
+		path := servicePath(name)
+		if !tokenRe.MatchString(name) {
+			p.add(path, "service name must match %s", tokenGrammar)
+		}
+		atLeast(p, path+".warning_threshold", s.WarningThreshold, 0)
+		if s.WarningScope != ScopeVersion && s.WarningScope != ScopeService {
+			p.add(path+".warning_scope", "must be %q or %q (got %q)", ScopeVersion, ScopeService, s.WarningScope)
+		}
+	}
+}
+
+func (c *Config) validateApps(p *problemList) {
+	names := make(map[string]int, len(c.Apps))
+	hosts := make(map[string]string)
+	for i, a := range c.Apps {
+		path := fmt.Sprintf("apps[%d]", i)
+		switch first, dup := names[a.Name]; {
+		case a.Name == "":
+			p.add(path+".name", "required")
+		case !poolRe.MatchString(a.Name):
+			p.add(path+".name", "%q must match %s", a.Name, poolGrammar)
+		case dup:
+			p.add(path+".name", "%q is already used by apps[%d]", a.Name, first)
+		default:
+			names[a.Name] = i
+		}
+
+		if len(a.Hosts) == 0 {
+			p.add(path+".hosts", "at least one host required")
+		}
+		for j, h := range a.Hosts {
+			hpath := fmt.Sprintf("%s.hosts[%d]", path, j)
+			if err := checkHostPattern(h); err != nil {
+				p.wrap(hpath, err)
+				continue
+			}
+			if first, dup := hosts[h]; dup {
+				p.add(hpath, "%q is already used by %s", h, first)
+				continue
+			}
+			hosts[h] = hpath
+		}
+
+		switch _, declared := c.Services[a.Service]; {
+		case a.Service == "" && len(c.Services) > 1:
+			p.add(path+".service", "required when more than one service is declared")
+		case a.Service == "":
+			p.add(path+".service", "required")
+		case !declared:
+			p.add(path+".service", "%q is not a declared service", a.Service)
+		}
+
+		if a.Pool != "" {
+			switch {
+			case !poolRe.MatchString(a.Pool):
+				p.add(path+".pool", "%q must match %s", a.Pool, poolGrammar)
+			case a.Pool == PoolUnassigned:
+				p.add(path+".pool", "%q is reserved and cannot be used by an app", a.Pool)
+			}
+		}
+		checkOwner(p, path+".owner", a.Owner)
+	}
+}
+
+// checkOwner checks that a set owner names a valid pool-<owner>.
+func checkOwner(p *problemList, path, owner string) {
+	if owner == "" {
+		return
+	}
+	if pool := OwnerPool(owner); !poolRe.MatchString(pool) {
+		p.add(path, "%q gives pool %q, which must match %s", owner, pool, poolGrammar)
+	}
+}
+
+func (c *Config) validateBackends(p *problemList) {
+	ids := make(map[string]int, len(c.Backends))
+	addrs := make(map[string]int, len(c.Backends))
+	for i, b := range c.Backends {
+		path := fmt.Sprintf("backends[%d]", i)
+		switch first, dup := ids[b.ID]; {
+		case b.ID == "":
+			p.add(path+".id", "required")
+		// The default id is the address, which has a colon: it is accepted as it is.
+		case !tokenRe.MatchString(b.ID) && b.ID != b.Address:
+			p.add(path+".id", "%q must match %s (or equal the address)", b.ID, tokenGrammar)
+		case dup:
+			p.add(path+".id", "%q is already used by backends[%d]", b.ID, first)
+		default:
+			ids[b.ID] = i
+		}
+
+		if err := checkAddress(b.Address, false); err != nil {
+			p.wrap(path+".address", err)
+		} else if first, dup := addrs[b.Address]; dup {
+			p.add(path+".address", "%q is already used by backends[%d]", b.Address, first)
+		} else {
+			addrs[b.Address] = i
+		}
+
+		atLeast(p, path+".capacity", b.Capacity, 1)
+		if b.Pool != "" && !poolRe.MatchString(b.Pool) {
+			p.add(path+".pool", "%q must match %s", b.Pool, poolGrammar)
+		}
+		checkOwner(p, path+".owner", b.Owner)
+	}
+}

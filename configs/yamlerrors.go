@@ -1,0 +1,174 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The messages inside a *yaml.TypeError name a line and Go types; addTypeErrors rewrites the
+// ones it knows into `path: problem (line N)`.
+var (
+	unknownFieldRe = regexp.MustCompile(`^line (\d+): field (.+) not found in type \S+$`)
+	fieldSetRe     = regexp.MustCompile(`^line (\d+): field (.+) already set in type \S+$`)
+	duplicateKeyRe = regexp.MustCompile(`^line (\d+): mapping key "(.*)" already defined at line (\d+)$`)
+	cannotDecodeRe = regexp.MustCompile(`^line (\d+): cannot unmarshal (\S+)(?: .*)? into (\S+)$`)
+	topLevelRe     = regexp.MustCompile(`^line \d+: cannot unmarshal .* into configs\.rawConfig$`)
+)
+
+// addTypeErrors records each message of err as a problem, with the path of the key it is
+// about when the document shows one at that line. It reports whether yaml.v3 dropped a whole
+// mapping (it does on a duplicate key, and a top level that is not a mapping drops everything):
+// then the decoded values are too incomplete to validate.
+func addTypeErrors(p *problemList, data []byte, err *yaml.TypeError) (dropped bool) {
+	idx := indexDocument(data)
+	for _, msg := range err.Errors {
+		p.errs = append(p.errs, rewriteTypeError(idx, msg))
+		if duplicateKeyRe.MatchString(msg) || topLevelRe.MatchString(msg) {
+			dropped = true
+		}
+	}
+	return dropped
+}
+
+func rewriteTypeError(idx *docIndex, msg string) error {
+	at := func(path, format string, args ...any) error {
+		return &problem{path: path, err: fmt.Errorf(format, args...)}
+	}
+	if m := unknownFieldRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if path, ok := idx.key(line, m[2]); ok {
+			return at(path, "unknown key (line %d)", line)
+		}
+		return fmt.Errorf("line %d: unknown key %q", line, m[2])
+	}
+	if m := fieldSetRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if path, ok := idx.key(line, m[2]); ok {
+			return at(path, "key written twice (line %d)", line)
+		}
+		return fmt.Errorf("line %d: key %q written twice", line, m[2])
+	}
+	if m := duplicateKeyRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if path, ok := idx.key(line, m[2]); ok {
+			return at(path, "key written twice (lines %s and %d)", m[3], line)
+		}
+		return fmt.Errorf("line %d: key %q written twice (first at line %s)", line, m[2], m[3])
+	}
+	if m := cannotDecodeRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		want := describeGoType(m[3])
+		got := describeTag(m[2])
+		if path, ok := idx.value(line, m[2]); ok {
+			return &problem{path: path, err: fmt.Errorf("must be %s, got %s (line %d)", want, got, line), unusable: true}
+		}
+		return fmt.Errorf("line %d: must be %s, got %s", line, want, got)
+	}
+	return errors.New(msg)
+}
+
+// describeGoType names what a raw Go type expects, in YAML words.
+func describeGoType(t string) string {
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "configs."):
+		return "a mapping"
+	case t == "string":
+		return "a string"
+	}
+	return t
+}
+
+// docIndex maps lines of a document to the paths of the keys and values on them.
+type docIndex struct {
+	keys   []indexEntry // mapping keys: text is the key
+	values []indexEntry // values: text is the short tag
+}
+
+type indexEntry struct {
+	line int
+	text string
+	path string
+}
+
+// indexDocument parses the first document of data into nodes and indexes them; on any failure
+// the index is empty and messages keep their line only.
+func indexDocument(data []byte) (idx *docIndex) {
+	idx = &docIndex{}
+	defer func() {
+		if recover() != nil {
+			idx = &docIndex{}
+		}
+	}()
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return idx
+	}
+	idx.walk(&root, "")
+	return idx
+}
+
+func (idx *docIndex) walk(n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			idx.walk(c, path)
+		}
+		return
+	case yaml.AliasNode:
+		// Not followed: an alias's target is indexed where it is written.
+		return
+	}
+	idx.values = append(idx.values, indexEntry{line: n.Line, text: n.ShortTag(), path: path})
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			child := joinPath(path, k.Value)
+			idx.keys = append(idx.keys, indexEntry{line: k.Line, text: k.Value, path: child})
+			idx.walk(v, child)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			idx.walk(c, fmt.Sprintf("%s[%d]", path, i))
+		}
+	}
+}
+
+func joinPath(path, key string) string {
+	if path == "services" {
+		// The keys under services are service names.
+		return servicePath(key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (idx *docIndex) key(line int, name string) (string, bool) {
+	for _, e := range idx.keys {
+		if e.line == line && e.text == name {
+			return e.path, true
+		}
+	}
+	return "", false
+}
+
+func (idx *docIndex) value(line int, tag string) (string, bool) {
+	for _, e := range idx.values {
+		if e.line == line && e.text == tag {
+			if e.path == "" {
+				return "top level", true
+			}
+			return e.path, true
+		}
+	}
+	return "", false
+}
