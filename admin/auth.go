@@ -1,0 +1,51 @@
+package admin
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// readToken reads and trims the bearer token; "" means the admin API is disabled (nil digest).
+// Only the token's SHA-256 is kept, so comparisons take the same time whatever its length.
+func readToken(path string) (*[32]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read token: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return nil, fmt.Errorf("token file %s is empty", path)
+	}
+	d := sha256.Sum256([]byte(token))
+	return &d, nil
+}
+
+// Authorisation failures; serveAdmin maps them to 403 and 401.
+var (
+	errAdminDisabled = errors.New("admin API disabled: no admin.token_file configured")
+	errUnauthorized  = errors.New("missing or wrong bearer token")
+)
+
+// authorize checks "Authorization: Bearer <token>" against the configured token in constant time.
+func authorize(r *http.Request, digest *[32]byte) error {
+	if digest == nil {
+		return errAdminDisabled
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return errUnauthorized
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	if subtle.ConstantTimeCompare(got[:], digest[:]) != 1 {
+		return errUnauthorized
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"pollbal/balancer"
+	"pollbal/configs"
+	"pollbal/warning"
+)
+
+const testToken = "s3cret-token"
+
+// testConfig is a small site: two backends owned by acme, one in default, one canary; the app
+// shop (owner acme, fallback allowed) and blog (default).
+func testConfig() *configs.Config {
+	return &configs.Config{
+		Site:     "test-site",
+		Listen:   "127.0.0.1:8080",
+		Admin:    configs.Admin{Listen: "127.0.0.1:9090"},
+		Poll:     configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Fall: 1, Rise: 1, MaxBackoff: 5 * time.Second, MaxBody: 4096},
+		Warning:  configs.Warning{Timeout: 500 * time.Millisecond},
+		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakRotate},
+		Services: map[string]configs.Service{"web": {WarningThreshold: 2, WarningScope: configs.ScopeVersion}},
+		Apps: []configs.App{
+			{Name: "shop", Hosts: []string{"shop.example.com"}, Service: "web", Owner: "acme"},
+			{Name: "blog", Hosts: []string{"blog.example.com"}, Service: "web"},
+		},
+		Backends: []configs.Backend{
+			{ID: "web-1", Address: "127.0.0.1:10001", Capacity: 8, Owner: "acme"},
+			{ID: "web-2", Address: "127.0.0.1:10002", Capacity: 8, Owner: "acme"},
+			{ID: "web-3", Address: "127.0.0.1:10003", Capacity: 4},
+			{ID: "canary-1", Address: "127.0.0.1:10004", Capacity: 2, Pool: "canary"},
+		},
+		Alarms: configs.Alarms{DedupWindow: time.Minute},
+	}
+}
+
+// nopPoster swallows alarm webhooks (none are expected: nothing here schedules requests).
+type nopPoster struct{}
+
+func (nopPoster) Post(_ context.Context, _ string, _ []byte) error { return nil }
+
+// fixtureOptions tune newFixture.
+type fixtureOptions struct {
+	noToken   bool              // no token_file: /admin/* answers 403
+	stateFile string            // "" → a file in a fresh temp dir; "-" → in memory only
+	overrides map[string]string // initial overrides
+	reload    func() error
+	refresh   time.Duration
+	config    *configs.Config // nil → testConfig()
+}
+
+// fixture is an admin server on 127.0.0.1 over a real balancer.
+type fixture struct {
+	bal       *balancer.Balancer
+	reg       *prometheus.Registry
+	srv       *Server
+	ts        *httptest.Server
+	tokenFile string
+	stateFile string
+	logs      *logBuffer
+}
+
+func newFixture(t *testing.T, o fixtureOptions) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fixture{reg: prometheus.NewRegistry(), logs: &logBuffer{}}
+	cfg := o.config
+	if cfg == nil {
+		cfg = testConfig()
+	}
+	bal, err := balancer.New(balancer.Options{
+		Config: cfg, Overrides: o.overrides, Version: "v1.2.3-test",
+		Registerer: f.reg, Webhook: nopPoster{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bal.Close)
+	f.bal = bal
+	if !o.noToken {
+		f.tokenFile = filepath.Join(dir, "token")
+		writeFile(t, f.tokenFile, "  "+testToken+"\n")
+	}
+	switch o.stateFile {
+	case "":
+		f.stateFile = filepath.Join(dir, "state.json")
+	case "-":
+	default:
+		f.stateFile = o.stateFile
+	}
+	f.srv, err = New(Options{
+		Balancer: bal, Gatherer: f.reg, TokenFile: f.tokenFile, StateFile: f.stateFile,
+		Reload: o.reload, Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Refresh: o.refresh,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ts = httptest.NewServer(f.srv.Handler()) // listens on 127.0.0.1:0
+	t.Cleanup(f.ts.Close)
+	return f
+}
+
+// markReady reports backends ready and serving web v1.
+func (f *fixture) markReady(ids ...string) {
+	for _, id := range ids {
+		f.bal.Observe(balancer.Observation{
+			ID: id, Ready: true, Checked: time.Now(),
+			Reports: []balancer.Report{{Service: "web", Status: balancer.StatusServing, Version: "v1"}},
+		})
+	}
+}
+
+// decideWarnings runs one warning decision, as the poller does after a round.
+func (f *fixture) decideWarnings() {
+	f.bal.SetWarnings(warning.Decide(f.bal.Members(), f.bal.Policies()))
+}
+
+// response is a finished HTTP exchange.
+type response struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+// do sends a request; auth "" sends no Authorization header.
+func (f *fixture) do(t *testing.T, method, path, auth, body string) response {
+	t.Helper()
+	resp, err := f.send(method, path, auth, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// send is do for goroutines other than the test's.
+func (f *fixture) send(method, path, auth, body string) (response, error) {
+	req, err := http.NewRequest(method, f.ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := f.ts.Client().Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{code: resp.StatusCode, header: resp.Header, body: string(b)}, nil
+}
+
+func bearer(token string) string { return "Bearer " + token }
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poolOf returns a backend's current pool and source.
+func (f *fixture) poolOf(t *testing.T, id string) string {
+	t.Helper()
+	pool, source, ok := f.bal.Snapshot().PoolOf(id)
+	if !ok {
+		t.Fatalf("backend %s unknown", id)
+	}
+	return pool + "/" + source
+}
+
+// logBuffer collects log output; it is safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records decodes every JSON log line with the given message.
+func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	data := l.buf.String()
+	l.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(data), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// errorOf decodes a JSON error body.
+func errorOf(t *testing.T, body string) string {
+	t.Helper()
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("error body %q is not JSON: %v", body, err)
+	}
+	if e.Error == "" {
+		t.Fatalf("error body %q has no error text", body)
+	}
+	return e.Error
+}
+
+// stateFileOverrides reads the state file's overrides through LoadState.
+func stateFileOverrides(t *testing.T, path string) map[string]string {
+	t.Helper()
+	got, err := LoadState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func fmtMap(m map[string]string) string { return fmt.Sprint(m) }

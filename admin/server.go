@@ -1,0 +1,162 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"pollbal/balancer"
+)
+
+// defaultRefresh is how often the status page reloads itself.
+const defaultRefresh = 2 * time.Second
+
+// Options configure a Server.
+type Options struct {
+	Balancer  *balancer.Balancer
+	Gatherer  prometheus.Gatherer // served at /metrics
+	TokenFile string              // bearer token for /admin/*; "" → /admin/* answers 403
+	StateFile string              // persisted overrides; "" → in memory only
+	Reload    func() error        // POST /admin/reload (same as SIGHUP); nil → 501
+	Logger    *slog.Logger
+	// Refresh is how often the status page reloads itself; 0 means 2 s.
+	Refresh time.Duration
+}
+
+// settings are the parts of the configuration a reload may change. They are replaced wholesale.
+type settings struct {
+	digest    *[32]byte // SHA-256 of the token; nil when no token_file is configured
+	stateFile string
+}
+
+// Server serves the admin listener. It is safe for concurrent use and must not be copied.
+type Server struct {
+	bal      *balancer.Balancer
+	reload   func() error
+	log      *slog.Logger
+	refresh  time.Duration
+	page     *template.Template
+	handler  http.Handler
+	settings atomic.Pointer[settings]
+
+	// moveMu serialises moves and settings changes, so the state file and the balancer's
+	// overrides always agree.
+	moveMu sync.Mutex
+}
+
+// New builds a Server. A configured token file must be readable and non-empty.
+func New(o Options) (*Server, error) {
+	if o.Balancer == nil {
+		return nil, errors.New("admin: nil balancer")
+	}
+	if o.Gatherer == nil {
+		return nil, errors.New("admin: nil gatherer")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = defaultRefresh
+	}
+	digest, err := readToken(o.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("admin.token_file: %w", err)
+	}
+	page, err := parsePage()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bal: o.Balancer, reload: o.Reload, log: o.Logger, refresh: o.Refresh, page: page}
+	s.settings.Store(&settings{digest: digest, stateFile: o.StateFile})
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.serveStatusPage)
+	mux.HandleFunc("GET /api/state", s.serveState)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	mux.HandleFunc("GET /healthz", serveHealthz)
+	mux.HandleFunc("GET /readyz", s.serveReadyz)
+	mux.HandleFunc("/admin/", s.serveAdmin)
+	s.handler = mux
+	return s, nil
+}
+
+// Handler returns the handler for admin.listen.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Update applies the admin settings of a reloaded configuration. Nothing changes when it fails:
+// the new token file must be readable and non-empty, and a new state file must take the running
+// overrides (they stay authoritative across reloads, so they are written to the new path).
+func (s *Server) Update(tokenFile, stateFile string) error {
+	digest, err := readToken(tokenFile)
+	if err != nil {
+		return fmt.Errorf("admin.token_file: %w", err)
+	}
+	s.moveMu.Lock()
+	defer s.moveMu.Unlock()
+	old := s.settings.Load()
+	if stateFile != "" && stateFile != old.stateFile {
+		overrides := s.bal.Overrides()
+		if err := SaveState(stateFile, overrides); err != nil {
+			return fmt.Errorf("admin.state_file: %w", err)
+		}
+		s.log.Info("admin state file changed; running overrides written to it",
+			"state_file", stateFile, "overrides", len(overrides))
+	}
+	s.settings.Store(&settings{digest: digest, stateFile: stateFile})
+	return nil
+}
+
+func (s *Server) serveState(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.bal.State())
+}
+
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	writeText(w, http.StatusOK, "ok\n")
+}
+
+func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	if !s.bal.Ready() {
+		writeText(w, http.StatusServiceUnavailable, "not ready: the first check round has not finished\n")
+		return
+	}
+	writeText(w, http.StatusOK, "ready\n")
+}
+
+func writeText(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(body))
+}
+
+// writeJSON writes v as the JSON body of a response with the given status.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		body = []byte(`{"error":"encode response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// errorBody is every JSON error answer: {"error":"..."}.
+type errorBody struct {
+	Error    string   `json:"error"`
+	Problems []string `json:"problems,omitempty"`
+}

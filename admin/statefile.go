@@ -1,0 +1,146 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"pollbal/configs"
+)
+
+// stateVersion is the format version of the state file.
+const stateVersion = 1
+
+// stateDoc is the state file: {"version":1,"overrides":{"<backend id>":"<pool>"}}.
+type stateDoc struct {
+	Version   int               `json:"version"`
+	Overrides map[string]string `json:"overrides"`
+}
+
+// LoadState reads the admin overrides persisted at path. An empty path or a missing file gives an
+// empty map (nothing was ever moved); a file that cannot be read or parsed is an error, never
+// silently dropped, because starting without the overrides would put moved backends back into
+// pools the operator took them out of.
+func LoadState(path string) (map[string]string, error) {
+	if path == "" {
+		return map[string]string{}, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	overrides, err := parseState(data)
+	if err != nil {
+		return nil, fmt.Errorf("state file %s is corrupt (fix or remove it): %w", path, err)
+	}
+	return overrides, nil
+}
+
+// parseState decodes and checks a state file's contents.
+func parseState(data []byte) (map[string]string, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("empty file")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var doc stateDoc
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the JSON document")
+	}
+	if doc.Version != stateVersion {
+		return nil, fmt.Errorf("unsupported version %d (want %d)", doc.Version, stateVersion)
+	}
+	out := make(map[string]string, len(doc.Overrides))
+	for id, pool := range doc.Overrides {
+		if !configs.ValidServiceName(id) {
+			return nil, fmt.Errorf("override for %q: invalid backend id", id)
+		}
+		if !configs.ValidPoolName(pool) {
+			return nil, fmt.Errorf("override for %s: invalid pool name %q", id, pool)
+		}
+		out[id] = pool
+	}
+	return out, nil
+}
+
+// SaveState atomically replaces the state file at path with overrides: it writes a temporary file
+// in the same directory, fsyncs it, renames it over path and fsyncs the directory, so a crash
+// leaves either the old or the new file, never a torn one.
+func SaveState(path string, overrides map[string]string) error {
+	_, err := saveState(path, overrides)
+	return err
+}
+
+// saveState is SaveState that also says whether the file at path was replaced: when only the
+// final directory fsync fails, the new contents are in place (if not yet durable) and a caller
+// that wants "nothing changed" must write the old contents back.
+func saveState(path string, overrides map[string]string) (replaced bool, err error) {
+	if path == "" {
+		return false, errors.New("save state: empty path")
+	}
+	doc := stateDoc{Version: stateVersion, Overrides: overrides}
+	if doc.Overrides == nil {
+		doc.Overrides = map[string]string{}
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return false, fmt.Errorf("save state: %w", err)
+	}
+	data = append(data, '\n')
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return false, fmt.Errorf("save state: %w", err)
+	}
+	if err := writeSynced(tmp, data); err != nil {
+		os.Remove(tmp.Name())
+		return false, fmt.Errorf("save state: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return false, fmt.Errorf("save state: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return true, fmt.Errorf("save state: %w", err)
+	}
+	return true, nil
+}
+
+// writeSynced writes data to f, fsyncs and closes it.
+func writeSynced(f *os.File, data []byte) error {
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
