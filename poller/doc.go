@@ -1,0 +1,20 @@
+// Package poller checks backends with GET /pool (SPEC §2) and publishes what it finds.
+//
+// Its one concern is turning /pool answers into per-backend readiness: Parse (a pure function)
+// reads an answer; a Poller checks every target once per interval, with first checks spread
+// evenly across the interval (target i of n at i*interval/n), applies rise/fall and exponential
+// backoff, and hands every check's Result to a Sink. It knows nothing about node pools, warnings
+// or the proxy.
+//
+// Decisions where SPEC §2 is silent:
+//   - Every line of an answer counts towards the 64-line limit, blank and comment lines included;
+//     a line whose first non-blank character is '#' is a comment; statuses are lower-case only.
+//   - The first good check ever makes a target ready whatever poll.rise says, so that a starting
+//     pollbal serves after one round; rise applies to every later recovery.
+//   - A failing target is checked after interval, then 2x, 4x, ... up to poll.max_backoff, without
+//     jitter (targets keep their spread phases); its first good check restores the interval.
+//   - pollbal_checks_total results: ok; error (connection error, status other than 200);
+//     timeout; invalid (body over max_body, or an answer that does not parse).
+//   - A log line is written on ready/not-ready transitions and when the reason changes, never
+//     once per check.
+package poller

@@ -1,0 +1,82 @@
+package poller
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Values of the result label of pollbal_checks_total.
+const (
+	resultOK      = "ok"      // 200 with a valid answer
+	resultError   = "error"   // connection error or a status other than 200
+	resultTimeout = "timeout" // no answer within poll.timeout
+	resultInvalid = "invalid" // 200 with an answer over max_body or that does not parse
+)
+
+// metrics are the poller's collectors. Safe for concurrent use.
+type metrics struct {
+	checks   *prometheus.CounterVec
+	duration prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pollbal_checks_total",
+			Help: "GET /pool checks by backend and result (ok, error, timeout, invalid).",
+		}, []string{"backend", "result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pollbal_check_duration_seconds",
+			Help:    "Duration of GET /pool checks.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.checks, m.duration} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("register poller metrics: %w", err)
+	}
+	return m, nil
+}
+
+// targetMetrics are one target's pre-resolved children, so a check never looks labels up.
+type targetMetrics struct {
+	ok, err, timeout, invalid prometheus.Counter
+}
+
+func (m *metrics) forTarget(id string) targetMetrics {
+	return targetMetrics{
+		ok:      m.checks.WithLabelValues(id, resultOK),
+		err:     m.checks.WithLabelValues(id, resultError),
+		timeout: m.checks.WithLabelValues(id, resultTimeout),
+		invalid: m.checks.WithLabelValues(id, resultInvalid),
+	}
+}
+
+func (tm targetMetrics) count(result string) {
+	switch result {
+	case resultOK:
+		tm.ok.Inc()
+	case resultTimeout:
+		tm.timeout.Inc()
+	case resultInvalid:
+		tm.invalid.Inc()
+	default:
+		tm.err.Inc()
+	}
+}
+
+// forget deletes a removed target's label sets. A check still in flight for it increments
+// children that are no longer exported, so it cannot bring them back.
+func (m *metrics) forget(id string) {
+	m.checks.DeletePartialMatch(prometheus.Labels{"backend": id})
+}

@@ -1,0 +1,636 @@
+package poller
+
+import (
+	"context"
+	"net"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func TestNewRejects(t *testing.T) {
+	good := Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: newFakeSink(),
+		Targets: []Target{{ID: "a", Address: "127.0.0.1:1"}}}
+	cases := []struct {
+		name    string
+		mutate  func(o *Options)
+		wantErr string // "" = accepted
+	}{
+		{name: "valid", mutate: func(*Options) {}},
+		{name: "no site", mutate: func(o *Options) { o.Site = "" }, wantErr: "site is empty"},
+		{name: "no version", mutate: func(o *Options) { o.Version = "" }, wantErr: "version is empty"},
+		{name: "no sink", mutate: func(o *Options) { o.Sink = nil }, wantErr: "sink is nil"},
+		{name: "timeout not below interval", mutate: func(o *Options) { o.Settings.Timeout = o.Settings.Interval },
+			wantErr: "poll.timeout"},
+		{name: "zero interval", mutate: func(o *Options) { o.Settings.Interval = 0 }, wantErr: "poll.interval"},
+		{name: "zero rise", mutate: func(o *Options) { o.Settings.Rise = 0 }, wantErr: "poll.rise"},
+		{name: "zero fall", mutate: func(o *Options) { o.Settings.Fall = 0 }, wantErr: "poll.fall"},
+		{name: "backoff below interval", mutate: func(o *Options) { o.Settings.MaxBackoff = time.Millisecond },
+			wantErr: "poll.max_backoff"},
+		{name: "zero max body", mutate: func(o *Options) { o.Settings.MaxBody = 0 }, wantErr: "poll.max_body"},
+		{name: "duplicate id", mutate: func(o *Options) { o.Targets = append(o.Targets, o.Targets[0]) },
+			wantErr: `targets[1]: duplicate id "a"`},
+		{name: "empty id", mutate: func(o *Options) { o.Targets[0].ID = "" }, wantErr: "targets[0]: empty id"},
+		{name: "empty address", mutate: func(o *Options) { o.Targets[0].Address = "" }, wantErr: "targets[0]: empty address"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := good
+			o.Targets = append([]Target(nil), good.Targets...)
+			tc.mutate(&o)
+			_, err := New(o)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("New: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("New error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: newFakeSink()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("first Run: %v", err)
+	}
+	if err := p.Run(ctx); err == nil {
+		t.Fatal("second Run: no error")
+	}
+}
+
+func TestCheckRequest(t *testing.T) {
+	b := newBackend(t, step{body: "web serving v1\n"})
+	sink := newFakeSink()
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p, err := New(Options{Site: "eu-west-1", Version: "1.2.3", Settings: fastSettings(), Sink: sink,
+		Targets: []Target{{ID: "web-1", Address: b.addr}}, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	h := b.nextHit(t)
+	cases := []struct {
+		name, got, want string
+	}{
+		{name: "method", got: h.method, want: "GET"},
+		{name: "path", got: h.path, want: "/pool"},
+		{name: "host", got: h.host, want: b.addr},
+		{name: "cache control", got: h.header.Get("Cache-Control"), want: "no-cache"},
+		{name: "user agent", got: h.header.Get("User-Agent"), want: "pollbal/1.2.3"},
+		{name: "site", got: h.header.Get("X-Pollbal-Site"), want: "eu-west-1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Fatalf("%s = %q, want %q", tc.name, tc.got, tc.want)
+			}
+		})
+	}
+	r := sink.waitResult(t, "ready", func(r Result) bool { return r.Ready })
+	want := []Report{{Service: "web", Status: StatusServing, Version: "v1"}}
+	if r.ID != "web-1" || r.Address != b.addr || r.Reason != "" || !reflect.DeepEqual(r.Reports, want) ||
+		!r.Changed || !r.Checked.Equal(clock) || r.Duration <= 0 {
+		t.Fatalf("first result = %+v", r)
+	}
+	// An unchanged answer is not parsed again: later Results share the Reports.
+	if r2 := sink.collect(t, "web-1", 1)[0]; r2.Changed || &r2.Reports[0] != &r.Reports[0] {
+		t.Fatalf("second result = %+v, want unchanged and sharing the first one's Reports", r2)
+	}
+	// Keep-alive: later checks reuse the first connection.
+	for range 3 {
+		b.nextHit(t)
+	}
+	if n := b.conns.Load(); n != 1 {
+		t.Fatalf("connections = %d after 4 checks, want 1 (keep-alive)", n)
+	}
+}
+
+// TestCheckFailures checks each failure kind's reason and metric result.
+func TestCheckFailures(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := closed.Addr().String()
+	_ = closed.Close()
+	over := strings.Repeat("web serving v1\n", 10) // 150 bytes
+	cases := []struct {
+		name       string
+		steps      []step // nil: nothing listens
+		maxBody    int
+		wantReason string
+		wantResult string
+	}{
+		{name: "status 503", steps: []step{{status: 503, body: "web"}}, wantReason: "status 503", wantResult: resultError},
+		{name: "connection refused", wantReason: "connection refused", wantResult: resultError},
+		{name: "timeout", steps: []step{{hold: true, body: "web"}}, wantReason: "timeout after 95ms", wantResult: resultTimeout},
+		{name: "body over the limit with content length", steps: []step{{body: over}}, maxBody: 100,
+			wantReason: "body over 100 bytes", wantResult: resultInvalid},
+		{name: "chunked body over the limit", steps: []step{{body: over, chunked: true}}, maxBody: 100,
+			wantReason: "body over 100 bytes", wantResult: resultInvalid},
+		{name: "unknown status", steps: []step{{body: "web\napi down\n"}},
+			wantReason: `line 2: unknown status "down"`, wantResult: resultInvalid},
+		{name: "version without status", steps: []step{{body: "web v3"}},
+			wantReason: `line 1: unknown status "v3"`, wantResult: resultInvalid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := refused
+			if tc.steps != nil {
+				addr = newBackend(t, tc.steps...).addr
+			}
+			s := fastSettings()
+			if tc.maxBody > 0 {
+				s.MaxBody = tc.maxBody
+			}
+			sink := newFakeSink()
+			reg := prometheus.NewRegistry()
+			p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Registerer: reg,
+				Targets: []Target{{ID: "b", Address: addr}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, p)
+			r := sink.waitResult(t, "first", func(Result) bool { return true })
+			stop()
+			if r.Ready || r.Reason != tc.wantReason || r.Reports != nil || !r.Changed {
+				t.Fatalf("result = %+v, want not ready with reason %q", r, tc.wantReason)
+			}
+			if got := counterValue(t, reg, "b", tc.wantResult); got < 1 {
+				t.Fatalf("pollbal_checks_total{backend=b,result=%s} = %v, want >= 1", tc.wantResult, got)
+			}
+		})
+	}
+}
+
+// TestSpreadStart checks that target i of n first starts i*interval/n after Run starts. A timer
+// never fires early, so the lower bound is exact; the upper bound allows for a loaded machine.
+func TestSpreadStart(t *testing.T) {
+	const n = 4
+	s := fastSettings()
+	s.Interval, s.MaxBackoff = time.Second, time.Second
+	const slack = 200 * time.Millisecond
+	var backends []*backend
+	var targets []Target
+	for i := range n {
+		b := newBackend(t, step{body: "web"})
+		backends = append(backends, b)
+		targets = append(targets, Target{ID: string(rune('a' + i)), Address: b.addr})
+	}
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: newFakeSink(), Targets: targets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	start(t, p)
+	for i, b := range backends {
+		t.Run(targets[i].ID, func(t *testing.T) {
+			want := offset(i, n, s.Interval)
+			if first := b.nextHit(t).at.Sub(began); first < want || first > want+slack {
+				t.Fatalf("first check after %v, want %v (+%v)", first, want, slack)
+			}
+		})
+	}
+	second := backends[0].nextHit(t).at.Sub(began)
+	if second < s.Interval-slack || second > s.Interval+slack {
+		t.Fatalf("target a's second check after %v, want about %v", second, s.Interval)
+	}
+}
+
+func TestRiseFall(t *testing.T) {
+	good, bad := step{body: "web serving v1"}, step{status: 503}
+	cases := []struct {
+		name       string
+		rise, fall int
+		steps      []step
+		wantReady  []bool
+		wantReason []string
+	}{
+		{name: "rise 2 fall 2",
+			rise: 2, fall: 2, steps: []step{good, bad, bad, good, good, good},
+			wantReady:  []bool{true, true, false, false, true, true},
+			wantReason: []string{"", "status 503", "status 503", "", "", ""}},
+		{name: "first good check ignores rise", rise: 3, fall: 1, steps: []step{bad, good, bad, good, good, good},
+			wantReady:  []bool{false, true, false, false, false, true},
+			wantReason: []string{"status 503", "", "status 503", "", "", ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t, tc.steps...)
+			s := fastSettings()
+			s.Rise, s.Fall = tc.rise, tc.fall
+			sink := newFakeSink()
+			p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
+				Targets: []Target{{ID: "b", Address: b.addr}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start(t, p)
+			for i, r := range sink.collect(t, "b", len(tc.steps)) {
+				if r.Ready != tc.wantReady[i] || r.Reason != tc.wantReason[i] || (r.Reports != nil) != r.Ready {
+					t.Fatalf("check %d: ready=%v reason=%q reports=%v, want ready=%v reason=%q",
+						i+1, r.Ready, r.Reason, r.Reports, tc.wantReady[i], tc.wantReason[i])
+				}
+			}
+		})
+	}
+}
+
+// TestBackoff checks the gaps between checks as the backend's server sees them: they double
+// while it fails, up to max_backoff, and return to the interval after a good check. Timers never
+// fire early, so lower bounds are tight but for request latency; upper bounds are loose enough
+// for a loaded machine yet tell the interval from the cap.
+func TestBackoff(t *testing.T) {
+	s := fastSettings()
+	s.Interval, s.Timeout, s.MaxBackoff = 50*time.Millisecond, 45*time.Millisecond, 400*time.Millisecond
+	fail := step{status: 503}
+	b := newBackend(t, fail, fail, fail, fail, fail, step{body: "web"})
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: newFakeSink(),
+		Targets: []Target{{ID: "b", Address: b.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	var at []time.Time
+	for range 8 {
+		at = append(at, b.nextHit(t).at)
+	}
+	ms := time.Millisecond
+	cases := []struct {
+		name     string
+		gap      int // between check gap+1 and gap+2
+		min, max time.Duration
+	}{
+		{name: "after 1st failure: interval", gap: 0, min: 30 * ms, max: 250 * ms},
+		{name: "after 2nd failure: doubled", gap: 1, min: 60 * ms, max: 350 * ms},
+		{name: "after 3rd failure: doubled again", gap: 2, min: 120 * ms, max: 450 * ms},
+		{name: "after 4th failure: doubled to the cap", gap: 3, min: 240 * ms, max: 700 * ms},
+		{name: "after 5th failure: capped", gap: 4, min: 240 * ms, max: 700 * ms},
+		{name: "after a good check: interval again", gap: 5, min: 30 * ms, max: 250 * ms},
+		{name: "and it stays there", gap: 6, min: 30 * ms, max: 250 * ms},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := at[tc.gap+1].Sub(at[tc.gap]); got < tc.min || got > tc.max {
+				t.Fatalf("gap %d = %v, want in [%v, %v]", tc.gap, got, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+// TestReasonLoggedOnChange counts log lines: a reason is logged when it changes, not per check.
+func TestReasonLoggedOnChange(t *testing.T) {
+	good, invalid, unavailable := step{body: "web"}, step{body: "bad!"}, step{status: 503}
+	b := newBackend(t, good, invalid, invalid, invalid, unavailable, unavailable, good, good)
+	var logs syncBuffer
+	sink := newFakeSink()
+	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: sink, Logger: newTestLogger(&logs),
+		Targets: []Target{{ID: "b", Address: b.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, p)
+	results := sink.collect(t, "b", 8)
+	stop()
+	changed := 0
+	for _, r := range results {
+		if r.Changed {
+			changed++
+		}
+	}
+	if changed != 4 {
+		t.Errorf("%d results with Changed, want 4: %+v", changed, results)
+	}
+	text := logs.String()
+	cases := []struct {
+		name string
+		line string // a substring that identifies the line
+		want int
+	}{
+		{name: "ready twice", line: `msg="backend ready"`, want: 2},
+		{name: "not ready once with the parse error", line: `msg="backend not ready" backend=b address=` + b.addr + ` reason="line 1: invalid service \"bad!\""`, want: 1},
+		{name: "reason change logged once", line: `msg="backend check failed" backend=b address=` + b.addr + ` reason="status 503"`, want: 1},
+		{name: "nothing else", line: "msg=", want: 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Count(text, tc.line); got != tc.want {
+				t.Fatalf("%d lines with %s, want %d; log:\n%s", got, tc.line, tc.want, text)
+			}
+		})
+	}
+}
+
+// TestRoundDone checks that the first RoundDone waits for every target's first check.
+func TestRoundDone(t *testing.T) {
+	s := fastSettings()
+	// The slow target's first answer is held until the test releases it, well within the timeout.
+	s.Interval, s.Timeout, s.MaxBackoff = 300*time.Millisecond, 290*time.Millisecond, 300*time.Millisecond
+	fast1, fast2 := newBackend(t, step{body: "web"}), newBackend(t, step{body: "web"})
+	slow := newBackend(t, step{body: "web", hold: true}, step{body: "web"})
+	sink := newFakeSink()
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Targets: []Target{
+		{ID: "fast1", Address: fast1.addr}, {ID: "slow", Address: slow.addr}, {ID: "fast2", Address: fast2.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	slow.nextHit(t) // the slow target's first check is now held
+	sink.collect(t, "fast2", 1)
+	select {
+	case at := <-sink.rounds:
+		t.Fatalf("RoundDone(%v) before the slow target's first check completed", at)
+	default:
+	}
+	slow.unblock()
+	first := sink.collect(t, "slow", 1)[0]
+	var rounds []time.Time
+	for range 3 {
+		select {
+		case at := <-sink.rounds:
+			rounds = append(rounds, at)
+		case <-time.After(waitLimit):
+			t.Fatalf("only %d RoundDone calls within %v", len(rounds), waitLimit)
+		}
+	}
+	if rounds[0].Before(first.Checked) {
+		t.Fatalf("first RoundDone at %v, before the last first check finished at %v", rounds[0], first.Checked)
+	}
+	for i := 1; i < len(rounds); i++ {
+		if gap := rounds[i].Sub(rounds[i-1]); gap < s.Interval/2 {
+			t.Fatalf("RoundDone %d came %v after the previous one, want about %v", i, gap, s.Interval)
+		}
+	}
+}
+
+func TestRoundDoneWithoutTargets(t *testing.T) {
+	sink := newFakeSink()
+	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	select {
+	case <-sink.rounds:
+	case <-time.After(waitLimit):
+		t.Fatal("no RoundDone with no targets")
+	}
+}
+
+// TestUpdate keeps a target's state across a reload, stops a removed one and starts a new one.
+func TestUpdate(t *testing.T) {
+	s := fastSettings()
+	s.Fall = 1000 // a failing target stays ready, which a fresh state would not be
+	kept := newBackend(t, step{body: "web serving v1"}, step{status: 503})
+	removed := newBackend(t, step{body: "web"})
+	added := newBackend(t, step{body: "api"})
+	sink := newFakeSink()
+	reg := prometheus.NewRegistry()
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Registerer: reg, Targets: []Target{
+		{ID: "kept", Address: kept.addr}, {ID: "removed", Address: removed.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	sink.waitResult(t, "kept failing but ready", func(r Result) bool {
+		return r.ID == "kept" && r.Ready && r.Reason == "status 503"
+	})
+	sink.waitResult(t, "removed checked", func(r Result) bool { return r.ID == "removed" && r.Ready })
+
+	p.Update(s, []Target{{ID: "kept", Address: kept.addr}, {ID: "added", Address: added.addr}})
+	removedHits := removed.count.Load()
+
+	var afterKept, afterAdded []Result
+	removedResults := 0
+	deadline := time.After(waitLimit)
+	for len(afterKept) < 3 || len(afterAdded) < 3 {
+		select {
+		case r := <-sink.results:
+			switch r.ID {
+			case "kept":
+				afterKept = append(afterKept, r)
+			case "added":
+				afterAdded = append(afterAdded, r)
+			case "removed":
+				removedResults++
+			}
+		case <-deadline:
+			t.Fatalf("after Update: %d results for kept, %d for added", len(afterKept), len(afterAdded))
+		}
+	}
+	k := afterKept[len(afterKept)-1]
+	cases := []struct {
+		name string
+		ok   bool
+	}{
+		{name: "kept target is still ready (fall counter kept)", ok: k.Ready && k.Reason == "status 503"},
+		{name: "kept target keeps its last good answer",
+			ok: reflect.DeepEqual(k.Reports, []Report{{Service: "web", Status: StatusServing, Version: "v1"}})},
+		{name: "kept target's results are unchanged (last result kept)", ok: !afterKept[0].Changed && !k.Changed},
+		{name: "kept target keeps its connection", ok: kept.conns.Load() == 1},
+		{name: "added target is checked and ready", ok: afterAdded[0].Ready && afterAdded[0].Changed},
+		{name: "removed target is not checked again (one in-flight check at most)",
+			ok: removed.count.Load() <= removedHits+1},
+		{name: "removed target publishes nothing after Update returns", ok: removedResults == 0},
+		{name: "removed target's metrics are deleted", ok: !hasBackendSeries(t, reg, "removed")},
+		{name: "added target's metrics exist", ok: hasBackendSeries(t, reg, "added")},
+		{name: "kept target's metrics exist", ok: hasBackendSeries(t, reg, "kept")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.ok {
+				t.Fatalf("failed; last kept result %+v, added %+v", k, afterAdded[0])
+			}
+		})
+	}
+}
+
+// TestUpdateSettings applies new settings to a running target without a restart.
+func TestUpdateSettings(t *testing.T) {
+	s := fastSettings()
+	b := newBackend(t, step{body: "web serving v1"})
+	sink := newFakeSink()
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
+		Targets: []Target{{ID: "b", Address: b.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	sink.waitResult(t, "ready", func(r Result) bool { return r.Ready })
+	s.MaxBody = 8
+	p.Update(s, []Target{{ID: "b", Address: b.addr}})
+	r := sink.waitResult(t, "failing on the new body limit", func(r Result) bool { return !r.Ready })
+	if r.Reason != "body over 8 bytes" {
+		t.Fatalf("reason = %q, want %q", r.Reason, "body over 8 bytes")
+	}
+	bad := s
+	bad.Timeout = 0
+	p.Update(bad, nil) // rejected whole: the target keeps being checked
+	b.script(step{body: "web"})
+	sink.waitResult(t, "ready again", func(r Result) bool { return r.ID == "b" && r.Ready })
+}
+
+// TestUpdateInterval applies a shorter interval to a target waiting for its next check.
+func TestUpdateInterval(t *testing.T) {
+	s := fastSettings()
+	s.Interval, s.MaxBackoff = 5*time.Second, 5*time.Second
+	b := newBackend(t, step{body: "web"})
+	sink := newFakeSink()
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
+		Targets: []Target{{ID: "b", Address: b.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	first := b.nextHit(t).at
+	sink.collect(t, "b", 1)
+	s.Interval = 100 * time.Millisecond
+	p.Update(s, []Target{{ID: "b", Address: b.addr}})
+	if gap := b.nextHit(t).at.Sub(first); gap > 2*time.Second {
+		t.Fatalf("next check %v after the first, want about the new interval %v", gap, s.Interval)
+	}
+}
+
+// TestUpdateAddress restarts a target whose address changed: same ID, fresh state.
+func TestUpdateAddress(t *testing.T) {
+	s := fastSettings()
+	s.Rise = 5
+	before, after := newBackend(t, step{body: "web"}), newBackend(t, step{status: 503})
+	sink := newFakeSink()
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
+		Targets: []Target{{ID: "b", Address: before.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	sink.waitResult(t, "ready", func(r Result) bool { return r.Ready })
+	p.Update(s, []Target{{ID: "b", Address: after.addr}})
+	r := sink.waitResult(t, "from the new address", func(r Result) bool { return r.Address == after.addr })
+	if r.Ready || r.Reason != "status 503" || !r.Changed {
+		t.Fatalf("first result at the new address = %+v, want not ready (fresh state), changed", r)
+	}
+	after.script(step{body: "api"})
+	r = sink.waitResult(t, "ready at the new address", func(r Result) bool { return r.Ready })
+	if r.Address != after.addr {
+		t.Fatalf("ready result from %s, want %s", r.Address, after.addr)
+	}
+}
+
+// TestUpdateBeforeRun applies an Update made before Run.
+func TestUpdateBeforeRun(t *testing.T) {
+	b := newBackend(t, step{body: "web"})
+	sink := newFakeSink()
+	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: sink,
+		Targets: []Target{{ID: "old", Address: "127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Update(fastSettings(), []Target{{ID: "new", Address: b.addr}})
+	start(t, p)
+	if r := sink.waitResult(t, "first", func(Result) bool { return true }); r.ID != "new" || !r.Ready {
+		t.Fatalf("first result = %+v, want new and ready", r)
+	}
+	select {
+	case <-sink.rounds:
+	case <-time.After(waitLimit):
+		t.Fatal("no RoundDone: the target removed before Run still counts")
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, backend, result string) float64 {
+	t.Helper()
+	for _, m := range gather(t, reg, "pollbal_checks_total") {
+		if label(m, "backend") == backend && label(m, "result") == result {
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func hasBackendSeries(t *testing.T, reg *prometheus.Registry, backend string) bool {
+	t.Helper()
+	for _, m := range gather(t, reg, "pollbal_checks_total") {
+		if label(m, "backend") == backend {
+			return true
+		}
+	}
+	return false
+}
+
+func gather(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()
+		}
+	}
+	return nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// TestUpdateConcurrent reloads a running poller over and over while checks run, for the race
+// detector; afterwards every target of the last reload is checked.
+func TestUpdateConcurrent(t *testing.T) {
+	s := fastSettings()
+	s.Interval, s.Timeout, s.MaxBackoff = 10*time.Millisecond, 9*time.Millisecond, 20*time.Millisecond
+	var all []Target
+	for i := range 5 {
+		all = append(all, Target{ID: string(rune('a' + i)), Address: newBackend(t, step{body: "web"}).addr})
+	}
+	sink := newFakeSink()
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Targets: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			u := s
+			u.Rise, u.MaxBody = 1+i%3, 4096+i%2
+			p.Update(u, all[i%5:])
+		}
+	}()
+	for i := range 200 {
+		p.Update(s, all[:1+i%5])
+		if i%20 == 0 {
+			sink.waitResult(t, "any", func(Result) bool { return true })
+		}
+	}
+	<-done
+	p.Update(s, all)
+	for drained := false; !drained; {
+		select {
+		case <-sink.results:
+		default:
+			drained = true
+		}
+	}
+	seen := map[string]bool{}
+	for len(seen) < len(all) {
+		seen[sink.waitResult(t, "after the last reload", func(Result) bool { return true }).ID] = true
+	}
+}
