@@ -1,0 +1,42 @@
+# pollbal — the two commands are `make demo` and `make test`.
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+BIN     := bin
+
+.PHONY: all build demo test vet lint bench bench-harness clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pollbal ./cmd/pollbal
+	$(GO) build -o $(BIN)/example-backend ./examples/backend
+
+# Example backends + pollbal + a rolling update you can watch (Ctrl-C stops everything).
+demo: build
+	$(GO) run ./scripts/demo -pollbal $(BIN)/pollbal -backend $(BIN)/example-backend
+
+# vet, then every test (unit, end-to-end with real processes, browser, scripts) under -race.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  echo "NOTE: the status-page browser test was SKIPPED: no chromium installed (apt-get install -y chromium)"
+
+lint:
+	gofmt -l . | tee /dev/stderr | (! read)
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+# Go benchmarks: lease selection, the proxy path, the poller at 2,000 backends.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./balancer/ ./proxy/
+	$(GO) test -run '^$$' -bench BenchmarkPoller2000 -benchtime 1x ./poller/
+
+# Side-by-side load harness against HAProxy, NGINX, Caddy and a minimal fasthttp proxy
+# (needs ../shared/bench and its setup.sh).
+bench-harness: build
+	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal PROXY_CMD=../shared/bench/pollbal.sh PROXY_NAME=pollbal ../shared/bench/run.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"pollbal/configs"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage:
+  pollbal run -config FILE [-log-format text|json] [-log-level debug|info|warn|error]
+  pollbal check -config FILE
+  pollbal version
+`
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "pollbal %s\n", version)
+		return 0
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "run":
+		return run(args[1:], stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "pollbal: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "pollbal check: -config is required")
+		return 2
+	}
+	if _, err := configs.Load(*path); err != nil {
+		for _, p := range configs.Problems(err) {
+			fmt.Fprintln(stdout, p)
+		}
+		return 1
+	}
+	fmt.Fprintln(stdout, "ok")
+	return 0
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file")
+	format := fs.String("log-format", "text", "log format: text or json")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "pollbal run: -config is required")
+		return 2
+	}
+	log, err := newLogger(stderr, *format, *level)
+	if err != nil {
+		fmt.Fprintf(stderr, "pollbal run: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	srv, err := newServer(*path, log)
+	if err != nil {
+		for _, p := range configs.Problems(err) {
+			log.Error("cannot start", "problem", p)
+		}
+		return 1
+	}
+	if err := srv.run(ctx, hup); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("stopped with an error", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("bad -log-level %q", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("bad -log-format %q (text or json)", format)
+	}
+}

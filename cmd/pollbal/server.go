@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"pollbal/admin"
+	"pollbal/balancer"
+	"pollbal/configs"
+	"pollbal/poller"
+	"pollbal/proxy"
+	"pollbal/warning"
+)
+
+// drainTimeout bounds how long shutdown waits for in-flight requests.
+const drainTimeout = 30 * time.Second
+
+// server wires one pollbal instance: poller → balancer (+ warnings) → proxy, and the admin
+// listener. It owns the reload path.
+type server struct {
+	path string
+	log  *slog.Logger
+	reg  *prometheus.Registry
+
+	reloadOK prometheus.Gauge
+
+	mu  sync.Mutex // serialises reloads
+	cfg *configs.Config
+
+	bal    *balancer.Balancer
+	poll   *poller.Poller
+	sender *warning.Sender
+	proxy  *proxy.Proxy
+	admin  *admin.Server
+
+	proxyLn, adminLn net.Listener
+}
+
+func newServer(path string, log *slog.Logger) (*server, error) {
+	cfg, err := configs.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{path: path, log: log, reg: prometheus.NewRegistry(), cfg: cfg}
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pollbal_config_last_reload_successful",
+		Help: "1 when the last configuration load (start or reload) succeeded, 0 when it was rejected.",
+	})
+	s.reg.MustRegister(s.reloadOK)
+	s.reloadOK.Set(1)
+
+	overrides, err := admin.LoadState(cfg.Admin.StateFile)
+	if err != nil {
+		return nil, fmt.Errorf("admin.state_file: %w", err)
+	}
+	s.bal, err = balancer.New(balancer.Options{
+		Config: cfg, Overrides: overrides, Version: version, Logger: log, Registerer: s.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	secret, err := readSecret(cfg.Warning.SecretFile)
+	if err != nil {
+		return nil, err
+	}
+	s.sender, err = warning.NewSender(warning.SenderOptions{
+		Site: cfg.Site, Timeout: cfg.Warning.Timeout, Secret: secret, Logger: log, Registerer: s.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.poll, err = poller.New(poller.Options{
+		Site: cfg.Site, Version: version, Settings: cfg.Poll, Targets: targets(cfg),
+		Sink: sink{bal: s.bal, sender: s.sender}, Logger: log, Registerer: s.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.proxy, err = proxy.New(proxy.Options{Balancer: s.bal, Logger: log, Registerer: s.reg})
+	if err != nil {
+		return nil, err
+	}
+	s.admin, err = admin.New(admin.Options{
+		Balancer: s.bal, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile, StateFile: cfg.Admin.StateFile,
+		Reload: s.reload, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if s.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+		s.proxyLn.Close()
+		return nil, fmt.Errorf("admin.listen: %w", err)
+	}
+	return s, nil
+}
+
+func readSecret(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	secret, err := warning.ReadSecret(path)
+	if err != nil {
+		return nil, fmt.Errorf("warning.secret_file: %w", err)
+	}
+	return secret, nil
+}
+
+func targets(cfg *configs.Config) []poller.Target {
+	out := make([]poller.Target, len(cfg.Backends))
+	for i, b := range cfg.Backends {
+		out[i] = poller.Target{ID: b.ID, Address: b.Address}
+	}
+	return out
+}
+
+// run serves until ctx ends, reloading on every hup. Teardown order: stop accepting client
+// traffic and drain it, stop polling, wait for warning posts and alarm deliveries, close admin.
+func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
+	s.log.Info("pollbal started", "version", version, "site", s.cfg.Site,
+		"listen", s.proxyLn.Addr().String(), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends))
+	pollCtx, stopPoll := context.WithCancel(context.Background())
+	defer stopPoll()
+	errs := make(chan error, 3)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = s.poll.Run(pollCtx) }()
+	go func() { errs <- s.proxy.Serve(s.proxyLn) }()
+	adminSrv := &http.Server{Handler: s.admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := adminSrv.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("admin: %w", err)
+		}
+	}()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-hup:
+			_ = s.reload()
+		case err := <-errs:
+			if err != nil {
+				runErr = err
+				break loop
+			}
+		}
+	}
+	s.log.Info("shutting down: draining in-flight requests", "timeout", drainTimeout)
+	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := s.proxy.Shutdown(drainCtx); err != nil {
+		s.log.Warn("drain incomplete", "err", err)
+	}
+	stopPoll()
+	wg.Wait()
+	s.sender.Close()
+	s.bal.Close()
+	_ = adminSrv.Shutdown(drainCtx)
+	s.log.Info("pollbal stopped")
+	return runErr
+}
+
+// reload re-reads the configuration. A valid one is applied whole; an invalid one is rejected
+// whole, the old one stays, and the gauge reads 0.
+func (s *server) reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cfg, err := configs.Load(s.path)
+	if err == nil {
+		err = s.checkStatic(cfg)
+	}
+	var secret []byte
+	if err == nil {
+		secret, err = readSecret(cfg.Warning.SecretFile)
+	}
+	if err == nil {
+		err = s.admin.Update(cfg.Admin.TokenFile, cfg.Admin.StateFile)
+	}
+	if err != nil {
+		s.reloadOK.Set(0)
+		for _, p := range configs.Problems(err) {
+			s.log.Error("reload rejected; keeping the running configuration", "problem", p)
+		}
+		s.bal.Events().Add("reload", "reload rejected: "+err.Error())
+		return err
+	}
+	s.bal.Update(cfg)
+	s.poll.Update(cfg.Poll, targets(cfg))
+	s.sender.Update(cfg.Warning.Timeout, secret)
+	s.proxy.Reload()
+	s.cfg = cfg
+	s.reloadOK.Set(1)
+	s.bal.Events().Add("reload", "configuration reloaded")
+	s.log.Info("configuration reloaded", "backends", len(cfg.Backends), "apps", len(cfg.Apps))
+	return nil
+}
+
+// checkStatic rejects changes that need a restart rather than half-applying them.
+func (s *server) checkStatic(cfg *configs.Config) error {
+	var errs []string
+	if cfg.Listen != s.cfg.Listen {
+		errs = append(errs, fmt.Sprintf("listen: changing %s to %s needs a restart", s.cfg.Listen, cfg.Listen))
+	}
+	if cfg.Admin.Listen != s.cfg.Admin.Listen {
+		errs = append(errs, fmt.Sprintf("admin.listen: changing %s to %s needs a restart", s.cfg.Admin.Listen, cfg.Admin.Listen))
+	}
+	if cfg.Site != s.cfg.Site {
+		errs = append(errs, fmt.Sprintf("site: changing %s to %s needs a restart", s.cfg.Site, cfg.Site))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return staticError(errs)
+}
+
+type staticError []string
+
+func (e staticError) Error() string {
+	if len(e) == 1 {
+		return e[0]
+	}
+	return fmt.Sprintf("%d problems: %v", len(e), []string(e))
+}
+
+// sink feeds check results into the balancer and, after every round, decides and sends warnings.
+type sink struct {
+	bal    *balancer.Balancer
+	sender *warning.Sender
+}
+
+func (k sink) Observe(r poller.Result) {
+	var reports []balancer.Report
+	if len(r.Reports) > 0 {
+		reports = make([]balancer.Report, len(r.Reports))
+		for i, rep := range r.Reports {
+			reports[i] = balancer.Report{Service: rep.Service, Status: string(rep.Status), Version: rep.Version}
+		}
+	}
+	k.bal.Observe(balancer.Observation{ID: r.ID, Ready: r.Ready, Reason: r.Reason, Reports: reports, Checked: r.Checked})
+}
+
+func (k sink) RoundDone(time.Time) {
+	k.bal.RoundDone()
+	groups := warning.Decide(k.bal.Members(), k.bal.Policies())
+	k.sender.Send(k.bal.SetWarnings(groups))
+}
