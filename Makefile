@@ -2,7 +2,10 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
-BIN     := bin
+BIN     ?= bin
+# Extra flags for the demo program, e.g. DEMO_FLAGS="-timings fast -quiet"; DEMO_ROUNDS=N sets
+# how many updates each backend makes.
+DEMO_FLAGS ?=
 
 .PHONY: all build demo test vet lint bench bench-harness clean
 
@@ -14,7 +17,7 @@ build:
 
 # Example backends + pollbal + a rolling update you can watch (Ctrl-C stops everything).
 demo: build
-	$(GO) run ./scripts/demo -pollbal $(BIN)/pollbal -backend $(BIN)/example-backend
+	$(GO) run ./scripts/demo -pollbal $(BIN)/pollbal -backend $(BIN)/example-backend $(DEMO_FLAGS)
 
 # vet, then every test (unit, end-to-end with real processes, browser, scripts) under -race.
 test:

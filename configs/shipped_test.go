@@ -113,7 +113,7 @@ func TestDemoConfig(t *testing.T) {
 		{name: "admin.listen", got: c.Admin.Listen, want: "127.0.0.1:19090"},
 		{name: "poll", got: [3]time.Duration{c.Poll.Interval, c.Poll.Timeout, c.Poll.MaxBackoff},
 			want: [3]time.Duration{500 * time.Millisecond, 400 * time.Millisecond, 2 * time.Second}},
-		{name: "services", got: c.Services, want: map[string]Service{"web": {WarningThreshold: 1, WarningScope: ScopeVersion}}},
+		{name: "services", got: c.Services, want: map[string]Service{"web": {WarningThreshold: 1, WarningScope: ScopeService}}},
 		{name: "backends", got: backends, want: []backendView{
 			{"web-1", "127.0.0.1:19101", "pool-acme"},
 			{"web-2", "127.0.0.1:19102", "pool-acme"},

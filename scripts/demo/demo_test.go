@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// e2eBins are the programs an end-to-end test runs, built once per test binary.
+type e2eBins struct {
+	demo, pollbal, backend, script string
+}
+
+var buildOnce struct {
+	sync.Once
+	bins e2eBins
+	err  error
+	dir  string
+}
+
+// buildBins builds pollbal, the example backend and the demo itself (with -race when the
+// tests run with it) into a temporary directory shared by this test binary's tests.
+func buildBins(t *testing.T) e2eBins {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pollbal-demo-test-")
+		if err != nil {
+			buildOnce.err = err
+			return
+		}
+		buildOnce.dir = dir
+		b := e2eBins{
+			demo: filepath.Join(dir, "demo"), pollbal: filepath.Join(dir, "pollbal"),
+			backend: filepath.Join(dir, "backend"),
+		}
+		if b.script, err = filepath.Abs("../pollbal-update.sh"); err != nil {
+			buildOnce.err = err
+			return
+		}
+		demoArgs := []string{"build", "-o", b.demo}
+		if raceEnabled {
+			demoArgs = append(demoArgs, "-race")
+		}
+		for _, args := range [][]string{
+			append(demoArgs, "."),
+			{"build", "-o", b.pollbal, "../../cmd/pollbal"},
+			{"build", "-o", b.backend, "../../examples/backend"},
+		} {
+			if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+				buildOnce.err = errors.New("go " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out))
+				return
+			}
+		}
+		buildOnce.bins = b
+	})
+	if buildOnce.err != nil {
+		t.Fatal(buildOnce.err)
+	}
+	return buildOnce.bins
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildOnce.dir != "" {
+		_ = os.RemoveAll(buildOnce.dir)
+	}
+	os.Exit(code)
+}
+
+// lockedBuffer is a concurrency-safe io.Writer for the demo's output.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// demoRun is the demo program running as a process.
+type demoRun struct {
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+	err  error // valid once done is closed
+}
+
+// startDemo runs the built demo with args, without DEMO_ROUNDS from the caller's environment.
+func startDemo(t *testing.T, b e2eBins, args ...string) *demoRun {
+	t.Helper()
+	args = append([]string{"-pollbal", b.pollbal, "-backend", b.backend, "-update-script", b.script}, args...)
+	cmd := exec.Command(b.demo, args...)
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "DEMO_ROUNDS=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	r := &demoRun{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = r.out, r.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		r.err = cmd.Wait()
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-r.done:
+		default:
+			_ = cmd.Process.Kill() // its children get their parent-death signal
+			<-r.done
+		}
+	})
+	return r
+}
+
+// exitCode waits up to limit for the demo to exit and returns its exit code.
+func (r *demoRun) exitCode(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(limit):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		t.Fatalf("demo still running after %s; output:\n%s", limit, r.out.String())
+	}
+	var ee *exec.ExitError
+	switch {
+	case r.err == nil:
+		return 0
+	case errors.As(r.err, &ee):
+		return ee.ExitCode()
+	}
+	t.Fatalf("demo: %v", r.err)
+	return -1
+}
+
+// number returns the first group of re in out as an int, failing when it is missing.
+func number(t *testing.T, out string, re *regexp.Regexp) int {
+	t.Helper()
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no line matching %s in the output:\n%s", re, out)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkCleanedUp fails when the demo left its temporary directory or any listener behind.
+func checkCleanedUp(t *testing.T, out string, addrs []string) {
+	t.Helper()
+	m := regexp.MustCompile(`files:\s+(\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the demo did not print its files directory:\n%s", out)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temp dir %s still there after the demo exited (stat: %v)", m[1], err)
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Errorf("%s still taken after the demo exited: %v", a, err)
+			continue
+		}
+		_ = ln.Close()
+	}
+}
+
+// TestDemoRollingUpdate is `make demo` with fast timings: the whole story must end well.
+func TestDemoRollingUpdate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real processes for ~20 s")
+	}
+	t.Parallel()
+	b := buildBins(t)
+	// Offset 1000: 19080, 20090, 20101-20104, which nothing else uses (a real `make demo`
+	// uses the unshifted ports).
+	// A run takes 7-35 s (measured); the timeout only covers the rare long tail, when both
+	// backends of a pool keep announcing leaving at the same moment, are both warned and both
+	// start over.
+	r := startDemo(t, b, "-rounds", "1", "-timings", "fast", "-quiet", "-port-offset", "1000", "-timeout", "75s")
+	code := r.exitCode(t, 100*time.Second)
+	out := r.out.String()
+	t.Logf("demo output:\n%s", out)
+	if code != 0 {
+		t.Fatalf("demo exit code = %d, want 0", code)
+	}
+
+	tests := []struct {
+		name  string
+		re    *regexp.Regexp
+		check func(n int) bool
+		want  string
+	}{
+		{name: "requests were served", re: regexp.MustCompile(`(?m)^  requests served: (\d+)$`), check: func(n int) bool { return n > 0 }, want: "> 0"},
+		{name: "no request failed", re: regexp.MustCompile(`(?m)^  requests failed: (\d+)$`), check: func(n int) bool { return n == 0 }, want: "0"},
+		{name: "every backend updated", re: regexp.MustCompile(`(?m)^  backends updated: (\d+)/4 on v2 `), check: func(n int) bool { return n == 4 }, want: "4"},
+		{name: "warnings were sent", re: regexp.MustCompile(`(?m)^  warnings received: (\d+) `), check: func(n int) bool { return n > 0 }, want: "> 0"},
+		{name: "pool-acme kept its threshold", re: regexp.MustCompile(`(?m)^  min in service pool-acme: (\d+) \(threshold 1\) ok;`), check: func(n int) bool { return n >= 1 }, want: ">= 1"},
+		{name: "default kept its threshold", re: regexp.MustCompile(`(?m)^  min in service default: (\d+) \(threshold 1\) ok;`), check: func(n int) bool { return n >= 1 }, want: ">= 1"},
+		{name: "state was sampled", re: regexp.MustCompile(`(?m)^  state samples: (\d+) \(`), check: func(n int) bool { return n >= 10 }, want: ">= 10"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := number(t, out, tc.re); !tc.check(n) {
+				t.Errorf("%s: got %d, want %s", tc.re, n, tc.want)
+			}
+		})
+	}
+	if !strings.Contains(out, "\nresult: ok\n") {
+		t.Errorf("no \"result: ok\" line")
+	}
+	for _, want := range []string{"status page: http://127.0.0.1:20090/", "curl -H 'Host: shop.localhost' http://127.0.0.1:19080/"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output does not show %q", want)
+		}
+	}
+	checkCleanedUp(t, out, []string{"127.0.0.1:19080", "127.0.0.1:20090", "127.0.0.1:20101", "127.0.0.1:20102", "127.0.0.1:20103", "127.0.0.1:20104"})
+}
+
+// TestDemoInterrupted stops the demo with SIGINT in the middle of the update: it must stop
+// every process, remove its files and fail, since the update did not finish.
+func TestDemoInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real processes")
+	}
+	t.Parallel()
+	b := buildBins(t)
+	r := startDemo(t, b, "-timings", "normal", "-quiet", "-ports-from-config=false", "-timeout", "50s")
+	// The first frame of the view means every process is up and the scripts are running.
+	deadline := time.Now().Add(40 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(r.out.String(), "requests served ") {
+		select {
+		case <-r.done:
+			t.Fatalf("demo exited early:\n%s", r.out.String())
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no live view within 40 s:\n%s", r.out.String())
+		}
+	}
+	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	code := r.exitCode(t, 30*time.Second)
+	out := r.out.String()
+	if code != 1 {
+		t.Errorf("exit code = %d, want 1; output:\n%s", code, out)
+	}
+	for _, want := range []string{"stopping: interrupted", "\nresult: FAILED\n", "  - interrupted\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	var addrs []string
+	for _, m := range regexp.MustCompile(`(?:http://|=)(127\.0\.0\.1:\d+)\b`).FindAllStringSubmatch(out, -1) {
+		if !slices.Contains(addrs, m[1]) {
+			addrs = append(addrs, m[1])
+		}
+	}
+	if len(addrs) != 6 {
+		t.Fatalf("want the status page, proxy and 4 backend addresses in the output, got %v:\n%s", addrs, out)
+	}
+	checkCleanedUp(t, out, addrs)
+}
