@@ -71,7 +71,8 @@ func (l Lease) Failed() {
 // Acquire picks the best available candidate for app and takes a slot on it: the app's own pool
 // first, then default where the app allows fallback. It records a pool_fallback when it falls
 // back and raises pool_exhausted (deduplicated) when nothing is available. Backends in tried are
-// skipped.
+// skipped; a retry (tried not empty) that finds nothing raises no alarm, since the request is
+// answered for the backend it could not reach, not for an exhausted pool.
 func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
 	var now time.Time
 	if s.slowStart > 0 {
@@ -86,7 +87,9 @@ func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
 			return Lease{Backend: b, Pool: app.fallback.pool, Fallback: true, snap: s}, nil
 		}
 	}
-	s.bal.exhausted(app)
+	if tried == nil || tried.n == 0 {
+		s.bal.exhausted(app)
+	}
 	return Lease{}, ErrNoCandidate
 }
 

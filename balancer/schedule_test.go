@@ -268,6 +268,11 @@ func TestTriedIsSkipped(t *testing.T) {
 	if _, err := s.Acquire(s.AppByName("www"), &tried); !errors.Is(err, ErrNoCandidate) {
 		t.Fatalf("all tried: got %v, want ErrNoCandidate", err)
 	}
+	// Regression: a retry that finds no other candidate is a failed forward (502), not an
+	// exhausted pool: it must not count or alarm.
+	if got := testCounter(t, s.AppByName("www").counters.exhausted); got != 0 {
+		t.Fatalf("a retry without candidates counted %v pool exhaustions, want 0", got)
+	}
 }
 
 func TestEjectAfterFailedForwards(t *testing.T) {

@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"pollbal/configs"
+)
+
+var body1K = []byte(strings.Repeat("0123456789abcdef", 64))
+
+// benchEnv is a proxy on an in-memory listener in front of one real fasthttp backend on
+// 127.0.0.1 that answers 1 KiB, with room for any number of concurrent requests.
+func benchEnv(tb testing.TB) *env {
+	be := startBackend(tb, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/plain")
+		ctx.SetBody(body1K)
+	})
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}},
+		[]configs.Backend{{ID: "b1", Address: be.addr, Capacity: 4096}})
+	return newEnv(tb, cfg, "b1")
+}
+
+// handlerCall runs the handler on a request context built once, the way fasthttp's server
+// reuses one per connection: the request is restored from tmpl before each call.
+type handlerCall struct {
+	ctx  fasthttp.RequestCtx
+	tmpl fasthttp.Request
+}
+
+func newHandlerCall() *handlerCall {
+	h := &handlerCall{}
+	h.tmpl.SetRequestURI("/index.html?q=1")
+	h.tmpl.Header.SetHost("www.shop.test")
+	h.tmpl.Header.Set("User-Agent", "bench")
+	h.tmpl.Header.Set("Accept", "*/*")
+	h.ctx.Init(&h.tmpl, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 50000}, nil)
+	return h
+}
+
+func (h *handlerCall) run(tb testing.TB, p *Proxy) {
+	h.tmpl.CopyTo(&h.ctx.Request)
+	h.ctx.Response.Reset()
+	p.Handler(&h.ctx)
+	if h.ctx.Response.StatusCode() != 200 || len(h.ctx.Response.Body()) != len(body1K) {
+		tb.Fatalf("answer %d, %d bytes", h.ctx.Response.StatusCode(), len(h.ctx.Response.Body()))
+	}
+}
+
+// BenchmarkProxy measures a proxied 1 KiB GET: "handler" calls Handler directly (forward over
+// loopback to the backend, no client side); "parallel" goes through the in-memory listener from
+// concurrent clients, so its allocs/op include the client's and the backend's.
+func BenchmarkProxy(b *testing.B) {
+	e := benchEnv(b)
+	b.Run("handler", func(b *testing.B) {
+		h := newHandlerCall()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			h.run(b, e.p)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			c := e.newClient()
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.SetRequestURI("http://www.shop.test/index.html")
+			for pb.Next() {
+				if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+					b.Errorf("answer %d: %v", resp.StatusCode(), err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkPrepareRequest measures the header rewriting alone (hop-by-hop scan and
+// X-Forwarded-*), for a bare request and a browser-like one.
+func BenchmarkPrepareRequest(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		headers []string
+	}{
+		{name: "bare"},
+		{name: "browser", headers: []string{"Connection", "keep-alive", "Accept", "text/html", "Accept-Language", "en",
+			"Accept-Encoding", "gzip, br", "Cookie", "a=1; b=2", "X-Forwarded-For", "127.0.0.9"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newHandlerCall()
+			for i := 0; i+1 < len(bc.headers); i += 2 {
+				h.tmpl.Header.Add(bc.headers[i], bc.headers[i+1])
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.tmpl.CopyTo(&h.ctx.Request)
+				h.ctx.URI() // parsed before the handler runs, as fasthttp's server does
+				prepareRequest(&h.ctx)
+			}
+		})
+		b.Run(bc.name+"/copy-only", func(b *testing.B) { // the baseline to subtract
+			h := newHandlerCall()
+			for i := 0; i+1 < len(bc.headers); i += 2 {
+				h.tmpl.Header.Add(bc.headers[i], bc.headers[i+1])
+			}
+			for b.Loop() {
+				h.tmpl.CopyTo(&h.ctx.Request)
+				h.ctx.URI()
+			}
+		})
+	}
+}

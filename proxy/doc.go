@@ -1,0 +1,12 @@
+// Package proxy is pollbal's data plane: a fasthttp server that routes each client request by
+// Host to an app, takes a capacity lease on a backend of the app's node pool through the
+// balancer, forwards the request on that backend's own HostClient, and releases the lease when
+// the forward ends (SPEC §4). It makes the answers pollbal gives itself (404 no_app,
+// 503 pool_exhausted, 413 body_too_large, 502 backend_unreachable, 504 backend_timeout), strips
+// hop-by-hop headers both ways, adds X-Forwarded-* and X-Pollbal-* headers, retries requests that
+// could not reach a backend on the next candidate, and counts requests per app and status code.
+//
+// The request path reads one balancer snapshot per request and does not allocate beyond what
+// fasthttp itself does; the per-backend clients and per-app metric children are resolved through
+// copy-on-write maps behind atomic pointers.
+package proxy

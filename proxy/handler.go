@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"pollbal/balancer"
+)
+
+// Handler serves one client request: route by Host, lease a backend, forward, release. It reads
+// one balancer snapshot for the whole request. It never keeps ctx after returning.
+func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	snap := p.bal.Snapshot()
+	app := snap.Route(ctx.Host())
+	m := p.metrics.noApp
+	if app == nil {
+		answerNoApp(ctx)
+	} else {
+		m = p.metrics.app(app.Name)
+		p.forward(ctx, snap, app)
+	}
+	if p.stopping.Load() {
+		ctx.SetConnectionClose()
+	}
+	m.done(ctx.Response.StatusCode(), start)
+}
+
+// forward sends the request to the app's best candidate and, when the backend could not be
+// reached, to the next ones (up to proxy.retries more), then leaves the backend's response or
+// pollbal's own answer in ctx.Response.
+func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App) {
+	pc := &snap.Config().Proxy
+	// fasthttp already enforces the limit it was given when the headers arrived; this check
+	// covers a reload that lowered it while the body was being read.
+	if pc.MaxRequestBody > 0 && len(ctx.Request.Body()) > pc.MaxRequestBody {
+		answerBodyTooLarge(ctx, pc.MaxRequestBody)
+		return
+	}
+	prepareRequest(ctx)
+	idem := idempotent(ctx.Request.Header.Method())
+
+	var (
+		tried  balancer.Tried
+		failed outcome
+		last   *balancer.Backend
+		pool   string
+	)
+	for attempt := 0; attempt <= pc.Retries; attempt++ {
+		o, b, lp := p.attempt(ctx, snap, app, &tried, pc.BackendTimeout)
+		if o == outcomeOK {
+			return
+		}
+		if o == outcomeNoCandidate {
+			break
+		}
+		failed, last, pool = o, b, lp
+		if !retryable(o, idem) {
+			break
+		}
+	}
+	if last == nil {
+		answerExhausted(ctx, app)
+		return
+	}
+	answerFailure(ctx, failed, app, last, pool)
+}
+
+// attempt leases one candidate not yet tried and forwards the request to it. The lease is
+// released when attempt returns, whatever happened (a panic included): the response is then
+// complete in ctx.Response, and the backend is done with the request.
+func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, timeout time.Duration) (outcome, *balancer.Backend, string) {
+	lease, err := snap.Acquire(app, tried)
+	if err != nil {
+		return outcomeNoCandidate, nil, ""
+	}
+	defer lease.Release()
+	tried.Add(lease.Backend)
+
+	hc := p.upstreams.get(snap, lease.Backend).hc
+	if timeout > 0 {
+		err = hc.DoTimeout(&ctx.Request, &ctx.Response, timeout)
+	} else {
+		err = hc.Do(&ctx.Request, &ctx.Response)
+	}
+	o := classify(err)
+	if o == outcomeOK {
+		lease.Succeeded()
+		h := &ctx.Response.Header
+		stripResponseHops(h)
+		h.Set(headerBackend, lease.Backend.ID)
+		h.Set(headerPool, lease.Pool)
+		return o, lease.Backend, lease.Pool
+	}
+	if unreachable(o) {
+		lease.Failed()
+	}
+	// Debug only: a failing backend fails every request; ejections, alarms and
+	// pollbal_requests_total are where operators see it.
+	p.log.Debug("forward failed", "app", app.Name, "backend", lease.Backend.ID, "error", err)
+	return o, lease.Backend, lease.Pool
+}

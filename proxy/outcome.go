@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// outcome is how one forward attempt ended.
+type outcome uint8
+
+const (
+	outcomeOK          outcome = iota // the backend answered; its response is in ctx.Response
+	outcomeNoCandidate                // the balancer had no candidate left
+	outcomeNotSent                    // no connection could be had: dial failed; nothing was sent
+	outcomeBusy                       // our connection limit to the backend was full; nothing was sent
+	outcomeConnFailed                 // the connection failed after the request was (maybe) sent
+	outcomeTimeout                    // no complete answer within proxy.backend_timeout
+	outcomeBadResponse                // the backend answered something that is not a usable response
+)
+
+// classify maps the error of HostClient.Do to an outcome.
+func classify(err error) outcome {
+	if err == nil {
+		return outcomeOK
+	}
+	var de *dialError
+	if errors.As(err, &de) {
+		return outcomeNotSent
+	}
+	if errors.Is(err, fasthttp.ErrNoFreeConns) {
+		return outcomeBusy
+	}
+	if errors.Is(err, fasthttp.ErrTimeout) {
+		return outcomeTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return outcomeTimeout
+	}
+	if errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED) {
+		return outcomeConnFailed
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return outcomeConnFailed
+	}
+	return outcomeBadResponse
+}
+
+// retryable reports whether a failed attempt may be repeated on another candidate: always when
+// nothing was sent, and after a failed connection only for idempotent methods, which a backend
+// may see twice. A timeout is never retried: the backend may still be working on the request.
+func retryable(o outcome, idempotent bool) bool {
+	switch o {
+	case outcomeNotSent, outcomeBusy:
+		return true
+	case outcomeConnFailed:
+		return idempotent
+	}
+	return false
+}
+
+// unreachable reports whether the outcome counts as a failed forward for eject_after: the
+// backend could not be reached, or dropped the connection without an answer. Timeouts, bad
+// answers and our own connection limit do not count.
+func unreachable(o outcome) bool {
+	return o == outcomeNotSent || o == outcomeConnFailed
+}
+
+// idempotent reports whether a request method may be repeated without changing its effect
+// (RFC 9110 §9.2.2).
+func idempotent(method []byte) bool {
+	switch string(method) {
+	case fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodOptions,
+		fasthttp.MethodPut, fasthttp.MethodDelete, fasthttp.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// dialError marks an error that happened while connecting, before any byte of the request was
+// written, so that classify can tell it from a failure after sending.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "dial backend: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// dialBackend is the HostClient dialer: fasthttp's own dialer (IPv4 and IPv6, DNS cache), with
+// its errors marked as dial errors.
+func dialBackend(addr string, timeout time.Duration) (net.Conn, error) {
+	var (
+		c   net.Conn
+		err error
+	)
+	if timeout > 0 {
+		c, err = fasthttp.DialDualStackTimeout(addr, timeout)
+	} else {
+		c, err = fasthttp.DialDualStack(addr)
+	}
+	if err != nil {
+		return nil, &dialError{err: err}
+	}
+	return c, nil
+}
