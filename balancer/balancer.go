@@ -129,6 +129,11 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 		}
 		next[cb.ID] = newBackend(cb.ID, cb.Address)
 	}
+	for id := range b.backends {
+		if next[id] == nil {
+			b.metrics.ignored.DeleteLabelValues(id)
+		}
+	}
 	b.backends = next
 	counters := make(map[string]*appCounters, len(cfg.Apps))
 	for _, a := range cfg.Apps {
@@ -184,6 +189,9 @@ func (b *Balancer) Observe(o Observation) {
 	}
 	if !o.Ready {
 		h.Reports, h.Ignored = nil, nil
+	}
+	if len(h.Ignored) > 0 {
+		b.metrics.ignored.WithLabelValues(o.ID).Add(float64(len(h.Ignored)))
 	}
 	if o.Ready && !old.Ready {
 		if rt.everReady.Swap(true) {

@@ -21,6 +21,7 @@ type metrics struct {
 	bal       *Balancer
 	exhausted *prometheus.CounterVec
 	fallback  *prometheus.CounterVec
+	ignored   *prometheus.CounterVec
 
 	ready, inFlight, serving, leaving *prometheus.Desc
 }
@@ -36,12 +37,16 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 			Name: "pollbal_pool_fallback_total",
 			Help: "Requests served from the default pool because the app's resolved pool had no available candidate.",
 		}, []string{"pool", "app"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pollbal_reports_ignored_total",
+			Help: "/pool answer lines dropped because they name a service the configuration does not declare.",
+		}, []string{"backend"}),
 		ready:    prometheus.NewDesc("pollbal_backend_ready", "1 when the backend's last checks make it ready, else 0.", []string{"backend", "pool"}, nil),
 		inFlight: prometheus.NewDesc("pollbal_backend_in_flight", "Requests this instance has in flight on the backend (leases held).", []string{"backend"}, nil),
 		serving:  prometheus.NewDesc("pollbal_group_serving", "Ready backends reporting serving in the warning group.", []string{"pool", "service", "version"}, nil),
 		leaving:  prometheus.NewDesc("pollbal_group_leaving", "Ready backends reporting leaving in the warning group.", []string{"pool", "service", "version"}, nil),
 	}
-	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m} {
+	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m.ignored, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register balancer metrics: %w", err)
 		}

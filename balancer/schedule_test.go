@@ -347,3 +347,25 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
+	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}})
+	b := newTestBalancer(t, cfg, nil)
+	for i := 0; i < 2; i++ {
+		b.Observe(Observation{ID: "b1", Ready: true, Reports: []Report{
+			{Service: "web", Status: StatusServing}, {Service: "mystery", Status: StatusServing},
+		}})
+	}
+	h := b.Snapshot().byID["b1"].b.Health()
+	if !h.Ready || len(h.Reports) != 1 || h.Reports[0].Service != "web" || len(h.Ignored) != 1 || h.Ignored[0] != "mystery" {
+		t.Fatalf("health %+v: want ready for web with mystery ignored", h)
+	}
+	if got := testCounter(t, b.metrics.ignored.WithLabelValues("b1")); got != 2 {
+		t.Fatalf("pollbal_reports_ignored_total = %v, want 2 (one line per check)", got)
+	}
+	if l, err := b.Snapshot().Acquire(b.Snapshot().AppByName("www"), nil); err != nil {
+		t.Fatalf("the backend must stay a candidate for the declared service: %v", err)
+	} else {
+		l.Release()
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"pollbal/configs"
@@ -18,7 +19,7 @@ import (
 var version = "dev"
 
 const usage = `usage:
-  pollbal run -config FILE [-log-format text|json] [-log-level debug|info|warn|error]
+  pollbal run -config FILE [-log-format text|json] [-log-level debug|info|warn|error] [-cpuprofile FILE]
   pollbal check -config FILE
   pollbal version
 `
@@ -76,8 +77,22 @@ func run(args []string, stderr io.Writer) int {
 	path := fs.String("config", "", "configuration file")
 	format := fs.String("log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (benchmarking)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "pollbal run: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "pollbal run: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "pollbal run: -config is required")

@@ -1,0 +1,184 @@
+package main
+
+// The README's commands are run here so the docs cannot drift: the configuration reference must
+// be configs/pollbal.yaml verbatim, every curl example of the admin API must succeed against a
+// running pollbal (and print the JSON its comment shows), and the quick start's `make demo`
+// must finish with a passing summary.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const readmePath = "../../README.md"
+
+// fencedBlocks returns the bodies of the README's fenced code blocks with the given language.
+func fencedBlocks(t *testing.T, lang string) []string {
+	t.Helper()
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	var cur *strings.Builder
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case cur == nil && trimmed == "```"+lang:
+			cur = &strings.Builder{}
+		case cur != nil && trimmed == "```":
+			blocks = append(blocks, cur.String())
+			cur = nil
+		case cur != nil:
+			cur.WriteString(line)
+		}
+	}
+	return blocks
+}
+
+func TestReadmeConfigReferenceIsTheShippedFile(t *testing.T) {
+	want, err := os.ReadFile("../../configs/pollbal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range fencedBlocks(t, "yaml") {
+		if b == string(want) {
+			return
+		}
+	}
+	t.Fatal("README has no yaml block equal to configs/pollbal.yaml: copy the file into the Configuration reference section")
+}
+
+// example is one shell command of the README with the JSON its comment says it prints.
+type example struct {
+	cmd  string
+	want string // "" when the comment shows no exact JSON
+}
+
+// adminExamples collects the curl commands of the README's sh blocks that talk to the admin
+// listener, joining backslash continuations.
+func adminExamples(t *testing.T) []example {
+	var out []example
+	for _, b := range fencedBlocks(t, "sh") {
+		if !strings.Contains(b, "127.0.0.1:9090/admin") {
+			continue
+		}
+		var cmd string
+		for _, line := range strings.Split(b, "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case cmd != "":
+				cmd += " " + strings.TrimSuffix(line, "\\")
+				if !strings.HasSuffix(line, "\\") {
+					out = append(out, example{cmd: cmd})
+					cmd = ""
+				}
+			case strings.HasPrefix(line, "curl "):
+				if strings.HasSuffix(line, "\\") {
+					cmd = strings.TrimSuffix(line, "\\")
+				} else {
+					out = append(out, example{cmd: line})
+				}
+			case strings.HasPrefix(line, "# {") && len(out) > 0 && out[len(out)-1].want == "":
+				if js := strings.TrimPrefix(line, "# "); json.Valid([]byte(js)) {
+					out[len(out)-1].want = js
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestReadmeAdminExamples(t *testing.T) {
+	examples := adminExamples(t)
+	if len(examples) < 4 {
+		t.Fatalf("found %d admin curl examples in the README, want the pools, move, return and reload calls", len(examples))
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	web1 := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
+	web3 := startBackend(t, "web-3", "127.0.0.1:0", "web serving v1\n")
+	pb := startPollbal(t, fmt.Sprintf(`site: eu-west-1
+listen: LISTEN
+admin:
+  listen: ADMIN
+  token_file: %s
+  state_file: %s
+poll: {interval: 200ms, timeout: 150ms}
+services: {web: {warning_threshold: 1}}
+apps:
+  - {name: shop, hosts: ["shop.example.com"], owner: acme}
+  - {name: blog, hosts: ["*"]}
+backends:
+  - {id: web-1, address: %s, owner: acme}
+  - {id: web-3, address: %s}
+`, filepath.Join(dir, "token"), filepath.Join(dir, "state.json"), web1.addr, web3.addr))
+	for _, ex := range examples {
+		cmd := strings.ReplaceAll(ex.cmd, "127.0.0.1:9090", pb.admin)
+		cmd = strings.Replace(cmd, "curl -s ", "curl -sS --fail-with-body ", 1)
+		c := exec.Command("bash", "-c", cmd)
+		c.Dir = dir
+		var stdout, stderr bytes.Buffer
+		c.Stdout, c.Stderr = &stdout, &stderr
+		if err := c.Run(); err != nil {
+			t.Fatalf("README example failed: %s\n%v\n%s%s", ex.cmd, err, stdout.String(), stderr.String())
+		}
+		if ex.want != "" {
+			var got, want any
+			if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+				t.Fatalf("%s: output is not JSON: %q", ex.cmd, stdout.String())
+			}
+			_ = json.Unmarshal([]byte(ex.want), &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s:\n got  %s\n want %s (as the README says)", ex.cmd, stdout.String(), ex.want)
+			}
+		}
+	}
+}
+
+// TestReadmeQuickStartDemo runs the quick start's first command, `make demo`, in its
+// non-interactive form and checks the summary.
+func TestReadmeQuickStartDemo(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "make demo") || !strings.Contains(string(data), "make test") {
+		t.Fatal("the README's quick start must name make demo and make test")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatalf("make is needed for the quick start: %v", err)
+	}
+	c := exec.Command("make", "-C", "../..", "demo", "BIN="+t.TempDir(),
+		"DEMO_FLAGS=-timings fast -quiet -port-offset 3000 -timeout 90s")
+	c.Env = append(os.Environ(), "DEMO_ROUNDS=1")
+	done := make(chan struct{})
+	var out []byte
+	var runErr error
+	go func() { out, runErr = c.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		_ = c.Process.Kill()
+		<-done
+		t.Fatalf("make demo did not finish:\n%s", out)
+	}
+	if runErr != nil {
+		t.Fatalf("make demo: %v\n%s", runErr, out)
+	}
+	for _, want := range []string{"requests failed: 0", "backends updated: 4/4", "result: ok"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Fatalf("make demo summary lacks %q:\n%s", want, out)
+		}
+	}
+}
