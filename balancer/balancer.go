@@ -169,8 +169,9 @@ func (b *Balancer) rebuildLocked() {
 }
 
 // Observe applies one check result. Unknown ids are ignored (a reload may have removed the
-// backend). Reports for services the config does not declare are dropped and listed in the
-// state. The snapshot is rebuilt only when something a scheduler sees changed.
+// backend). Reports for services the config does not declare are dropped, counted and listed
+// in the state. When something a scheduler sees changed, the candidate sets of the backend's
+// pool are refreshed (not the whole snapshot).
 func (b *Balancer) Observe(o Observation) {
 	snap := b.snap.Load()
 	m := snap.byID[o.ID]
@@ -217,6 +218,12 @@ func (b *Balancer) Observe(o Observation) {
 		return
 	}
 	rt.health.Store(h)
+	// Only this backend's pool's candidate sets depend on its health; under b.mu no rebuild
+	// can swap the snapshot meanwhile.
+	cur := b.snap.Load()
+	if cm := cur.byID[o.ID]; cm != nil && cm.b == rt {
+		cur.refreshPool(cm.pool)
+	}
 	if h.Ready != old.Ready {
 		if h.Ready {
 			b.events.Add("ready", fmt.Sprintf("backend %s is ready", o.ID))
@@ -227,7 +234,6 @@ func (b *Balancer) Observe(o Observation) {
 	if len(h.Ignored) > 0 && !sameStrings(h.Ignored, old.Ignored) {
 		b.log.Warn("backend reports services the config does not declare; dropped", "backend", o.ID, "services", h.Ignored)
 	}
-	b.rebuildLocked()
 }
 
 // RoundDone marks the first check round as finished (readiness of the process).

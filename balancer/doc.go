@@ -3,7 +3,8 @@
 // fail-closed fallback and the pool_exhausted alarm (SPEC §4).
 //
 // The request path reads one immutable Snapshot through an atomic pointer; the snapshot is
-// rebuilt wholesale when the configuration, an admin override or a backend's health changes.
+// rebuilt wholesale when the configuration or an admin override changes; a backend's health
+// change swaps only the candidate sets of its own pool (atomically, copy-on-write).
 // In-flight counters live in per-backend atomics (Backend) that survive snapshot swaps, so a
 // reload never loses or double-counts a lease. The package never imports poller, proxy or admin:
 // check results arrive through Observe, and readers use the quiet State path.

@@ -96,9 +96,10 @@ func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
 // take selects and leases one member of l; nil when none is available. When a take loses a race
 // the selection runs again, so the next best candidate is tried.
 func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
-	for _, ms := range [2][]*member{l.serving, l.leaving} {
+	set := l.cur.Load()
+	for _, ms := range [2][]*member{set.serving, set.leaving} {
 		for attempt := 0; attempt <= len(ms); attempt++ {
-			m, limit := s.pick(l, ms, tried, now)
+			m, limit := s.pick(l, set, ms, tried, now)
 			if m == nil {
 				break
 			}
@@ -113,7 +114,7 @@ func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 // pick ranks ms by spare capacity with the configured tie-break and returns the best available
 // member and its current limit. It stops early at a member whose spare capacity equals the
 // largest capacity in the list, since no other member can have more.
-func (s *Snapshot) pick(l *candList, ms []*member, tried *Tried, now time.Time) (*member, int64) {
+func (s *Snapshot) pick(l *candList, set *candSet, ms []*member, tried *Tried, now time.Time) (*member, int64) {
 	n := len(ms)
 	if n == 0 {
 		return nil, 0
@@ -139,7 +140,7 @@ func (s *Snapshot) pick(l *candList, ms []*member, tried *Tried, now time.Time) 
 			continue
 		}
 		best, bestSpare, bestLimit = m, spare, limit
-		if spare >= l.maxCap {
+		if spare >= set.maxCap {
 			break
 		}
 	}
@@ -147,12 +148,12 @@ func (s *Snapshot) pick(l *candList, ms []*member, tried *Tried, now time.Time) 
 }
 
 // available is the one predicate for "is m a candidate now", apart from its free slot: ready
-// (re-checked against the live health, which may be newer than the snapshot), not ejected, not
-// already tried. It returns the member's current capacity limit (slow start applied). The
+// (re-checked against the live health, which may be newer than the candidate set), not ejected,
+// not already tried. It returns the member's current capacity limit (slow start applied). The
 // scheduler and the quiet read path both use it.
 func (s *Snapshot) available(m *member, tried *Tried, now time.Time) (int64, bool) {
 	h := m.b.health.Load()
-	if h != m.health && !h.Ready {
+	if !h.Ready {
 		return 0, false
 	}
 	if m.b.ejected.Load() || (tried != nil && tried.has(m.b)) {
@@ -187,7 +188,8 @@ func (s *Snapshot) candidates(l *candList, now time.Time) int {
 		return 0
 	}
 	n := 0
-	for _, ms := range [2][]*member{l.serving, l.leaving} {
+	set := l.cur.Load()
+	for _, ms := range [2][]*member{set.serving, set.leaving} {
 		for _, m := range ms {
 			if limit, ok := s.available(m, nil, now); ok && m.b.inFlight.Load() < limit {
 				n++

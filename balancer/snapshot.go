@@ -23,17 +23,51 @@ type member struct {
 	capacity int64
 	pool     string
 	source   string
-	health   *Health // health this snapshot was built from
 }
 
-// candList is the ranked candidate list of one (pool, service): serving members first, then
-// leaving ones, each in id order. Only the lease counters and the rotation change after it is built.
+// candList is the candidate list of one (pool, service). Its pool members are fixed for the
+// snapshot; which of them are ready and report the service (serving or leaving) is a candSet
+// swapped atomically when one of their health changes, so a check result costs a refresh of
+// its own pool's lists rather than a whole new snapshot.
 type candList struct {
 	pool, service string
-	serving       []*member
-	leaving       []*member
-	maxCap        int64 // largest capacity in the list: a member with that much spare cannot be beaten
+	pooled        []*member // every member of the pool, in id order
+	cur           atomic.Pointer[candSet]
 	rot           *rotation
+}
+
+// candSet is an immutable ranking input: serving members first, then leaving ones, each in id order.
+type candSet struct {
+	serving []*member
+	leaving []*member
+	maxCap  int64 // largest capacity in the set: a member with that much spare cannot be beaten
+}
+
+// refresh rebuilds the list's candSet from the members' live health.
+func (l *candList) refresh() {
+	set := &candSet{}
+	if l.pool != configs.PoolUnassigned {
+		for _, m := range l.pooled {
+			h := m.b.Health()
+			if !h.Ready {
+				continue
+			}
+			for _, r := range h.Reports {
+				if r.Service != l.service {
+					continue
+				}
+				if r.Status == StatusLeaving {
+					set.leaving = append(set.leaving, m)
+				} else {
+					set.serving = append(set.serving, m)
+				}
+				if m.capacity > set.maxCap {
+					set.maxCap = m.capacity
+				}
+			}
+		}
+	}
+	l.cur.Store(set)
 }
 
 // App is one configured app as resolved in a snapshot. It is immutable; callers may keep it for
@@ -60,6 +94,7 @@ type Snapshot struct {
 	apps      []*App
 	router    router
 	lists     map[[2]string]*candList
+	byPool    map[string][]*candList // the lists of each pool, refreshed on a member's health change
 	slowStart time.Duration
 	tieID     bool
 	bal       *Balancer
@@ -137,14 +172,12 @@ func buildSnapshot(in buildInput) *Snapshot {
 			capacity: int64(cb.Capacity),
 			pool:     pool,
 			source:   source,
-			health:   in.backends[cb.ID].Health(),
 		}
 		s.members = append(s.members, m)
 		s.byID[cb.ID] = m
 	}
 	// Candidate lists for every (pool, service) an app may use: its own pool and, where allowed,
-	// default. Lists are built from the health the snapshot sees; the predicate re-checks the
-	// atomics at request time.
+	// default. The predicate re-checks the atomics at request time.
 	for _, ca := range cfg.Apps {
 		pool, resolution, allow := configs.AppPool(ca)
 		a := &App{
@@ -177,33 +210,26 @@ func (s *Snapshot) list(pool, service string, rotations map[[2]string]*rotation)
 		l.rot = &rotation{}
 		rotations[key] = l.rot
 	}
-	if pool != configs.PoolUnassigned {
-		for _, m := range s.members {
-			if m.pool != pool || !m.health.Ready {
-				continue
-			}
-			for _, r := range m.health.Reports {
-				if r.Service != service {
-					continue
-				}
-				if r.Status == StatusLeaving {
-					l.leaving = append(l.leaving, m)
-				} else {
-					l.serving = append(l.serving, m)
-				}
-				if m.capacity > l.maxCap {
-					l.maxCap = m.capacity
-				}
-			}
+	for _, m := range s.members {
+		if m.pool == pool {
+			l.pooled = append(l.pooled, m)
 		}
 	}
-	byID := func(ms []*member) {
-		sort.Slice(ms, func(i, j int) bool { return ms[i].cfg.ID < ms[j].cfg.ID })
-	}
-	byID(l.serving)
-	byID(l.leaving)
+	sort.Slice(l.pooled, func(i, j int) bool { return l.pooled[i].cfg.ID < l.pooled[j].cfg.ID })
+	l.refresh()
 	s.lists[key] = l
+	if s.byPool == nil {
+		s.byPool = map[string][]*candList{}
+	}
+	s.byPool[pool] = append(s.byPool[pool], l)
 	return l
+}
+
+// refreshPool rebuilds the candidate sets of pool's lists after a member's health changed.
+func (s *Snapshot) refreshPool(pool string) {
+	for _, l := range s.byPool[pool] {
+		l.refresh()
+	}
 }
 
 // Route returns the app whose host patterns match host most specifically (exact, then the
