@@ -182,3 +182,42 @@ func TestReadmeQuickStartDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeCheckExample runs the README's `pollbal check` example on the broken.yaml it shows
+// and compares the output line for line.
+func TestReadmeCheckExample(t *testing.T) {
+	var broken string
+	for _, b := range fencedBlocks(t, "yaml") {
+		if strings.HasPrefix(b, "# broken.yaml\n") {
+			broken = b
+		}
+	}
+	var console string
+	for _, b := range fencedBlocks(t, "console") {
+		if strings.HasPrefix(b, "$ pollbal check -config broken.yaml\n") {
+			console = b
+		}
+	}
+	if broken == "" || console == "" {
+		t.Fatal("README lacks the broken.yaml block or the pollbal check console block")
+	}
+	lines := strings.Split(strings.TrimSuffix(console, "\n"), "\n")
+	var want []string
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "$ ") {
+			break
+		}
+		want = append(want, l)
+	}
+	path := filepath.Join(t.TempDir(), "broken.yaml")
+	if err := os.WriteFile(path, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut strings.Builder
+	if code := realMain([]string{"check", "-config", path}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1 as the README says", code)
+	}
+	if got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("pollbal check prints\n%s\nthe README says\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
