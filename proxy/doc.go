@@ -8,5 +8,7 @@
 //
 // The request path reads one balancer snapshot per request and does not allocate beyond what
 // fasthttp itself does; the per-backend clients and per-app metric children are resolved through
-// copy-on-write maps behind atomic pointers.
+// copy-on-write maps behind atomic pointers. Forwards run without per-request deadlines: a
+// watchdog enforces proxy.backend_timeout by closing backend connections whose request has
+// outlasted it (watchdog.go).
 package proxy

@@ -11,7 +11,7 @@ import (
 // Handler serves one client request: route by Host, lease a backend, forward, release. It reads
 // one balancer snapshot for the whole request. It never keeps ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
-	start := time.Now()
+	start := p.clock.now()
 	snap := p.bal.Snapshot()
 	app := snap.Route(ctx.Host())
 	m := p.metrics.noApp
@@ -19,18 +19,19 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 		answerNoApp(ctx)
 	} else {
 		m = p.metrics.app(app.Name)
-		p.forward(ctx, snap, app)
+		p.forward(ctx, snap, app, start)
 	}
 	if p.stopping.Load() {
 		ctx.SetConnectionClose()
 	}
-	m.done(ctx.Response.StatusCode(), start)
+	m.done(ctx.Response.StatusCode(), p.clock.now()-start)
 }
 
 // forward sends the request to the app's best candidate and, when the backend could not be
 // reached, to the next ones (up to proxy.retries more), then leaves the backend's response or
-// pollbal's own answer in ctx.Response.
-func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App) {
+// pollbal's own answer in ctx.Response. start is when the handler began (on p.clock); the first
+// attempt begins then.
+func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) {
 	pc := &snap.Config().Proxy
 	// fasthttp already enforces the limit it was given when the headers arrived; this check
 	// covers a reload that lowered it while the body was being read.
@@ -47,8 +48,12 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		last   *balancer.Backend
 		pool   string
 	)
+	began := start
 	for attempt := 0; attempt <= pc.Retries; attempt++ {
-		o, b, lp := p.attempt(ctx, snap, app, &tried, pc.BackendTimeout)
+		if attempt > 0 {
+			began = p.clock.now()
+		}
+		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout)
 		if o == outcomeOK {
 			return
 		}
@@ -70,7 +75,12 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 // attempt leases one candidate not yet tried and forwards the request to it. The lease is
 // released when attempt returns, whatever happened (a panic included): the response is then
 // complete in ctx.Response, and the backend is done with the request.
-func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, timeout time.Duration) (outcome, *balancer.Backend, string) {
+//
+// The forward runs without a deadline (a per-request deadline costs about 1 µs, see
+// shared/bench/TUNING.md): the watchdog closes a backend connection whose request outlasts
+// timeout, and a forward that failed after lasting timeout is a timeout, not a failed
+// connection.
+func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration) (outcome, *balancer.Backend, string) {
 	lease, err := snap.Acquire(app, tried)
 	if err != nil {
 		return outcomeNoCandidate, nil, ""
@@ -79,12 +89,11 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	tried.Add(lease.Backend)
 
 	hc := p.upstreams.get(snap, lease.Backend).hc
-	if timeout > 0 {
-		err = hc.DoTimeout(&ctx.Request, &ctx.Response, timeout)
-	} else {
-		err = hc.Do(&ctx.Request, &ctx.Response)
-	}
+	err = hc.Do(&ctx.Request, &ctx.Response)
 	o := classify(err)
+	if (o == outcomeConnFailed || o == outcomeBadResponse) && p.watch.timedOut(began, timeout) {
+		o = outcomeTimeout
+	}
 	if o == outcomeOK {
 		lease.Succeeded()
 		h := &ctx.Response.Header

@@ -93,8 +93,8 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "dial backend: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-// dialBackend is the HostClient dialer: fasthttp's own dialer (IPv4 and IPv6, DNS cache), with
-// its errors marked as dial errors.
+// dialBackend dials a backend for the watchdog's dialer: fasthttp's own dialer (IPv4 and IPv6,
+// DNS cache), with its errors marked as dial errors.
 func dialBackend(addr string, timeout time.Duration) (net.Conn, error) {
 	var (
 		c   net.Conn

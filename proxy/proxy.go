@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -29,6 +30,8 @@ type Proxy struct {
 	log       *slog.Logger
 	metrics   *metrics
 	upstreams *upstreams
+	watch     *watchdog // enforces proxy.backend_timeout on backend connections
+	clock     monoClock // times requests
 	srv       *fasthttp.Server
 
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
@@ -57,12 +60,15 @@ func New(o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	bal := o.Balancer
 	p := &Proxy{
-		bal:       o.Balancer,
-		log:       o.Logger,
-		metrics:   m,
-		upstreams: newUpstreams(),
+		bal:     bal,
+		log:     o.Logger,
+		metrics: m,
+		clock:   newMonoClock(),
 	}
+	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
+	p.upstreams = newUpstreams(p.watch)
 	p.srv = &fasthttp.Server{
 		Handler:               p.Handler,
 		ErrorHandler:          p.errorHandler,
@@ -105,7 +111,8 @@ func (p *Proxy) Serve(ln net.Listener) error {
 // Shutdown stops accepting connections, closes idle ones, and waits until the requests in
 // flight have been answered or ctx ends (then it returns ctx's error and those requests still
 // finish in the background). Responses written during shutdown carry "Connection: close".
-// Teardown order: listeners, client connections as they go idle, then idle backend connections.
+// Teardown order: listeners, client connections as they go idle, then idle backend connections;
+// the backend-timeout watchdog ends by itself once no backend connection is left.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.stopping.Store(true)
 	p.mu.Lock()

@@ -27,7 +27,7 @@ type upstream struct {
 	checked atomic.Pointer[configs.Config]
 }
 
-func newUpstream(addr string, capacity int) *upstream {
+func newUpstream(addr string, capacity int, w *watchdog) *upstream {
 	return &upstream{
 		capacity: capacity,
 		hc: &fasthttp.HostClient{
@@ -39,7 +39,7 @@ func newUpstream(addr string, capacity int) *upstream {
 			NoDefaultUserAgentHeader:      true,
 			DisablePathNormalizing:        true,
 			DisableHeaderNamesNormalizing: true,
-			DialTimeout:                   dialBackend,
+			DialTimeout:                   w.dial, // enforces proxy.backend_timeout; see watchdog
 		},
 	}
 }
@@ -47,12 +47,13 @@ func newUpstream(addr string, capacity int) *upstream {
 // upstreams maps runtime backends to their clients: a copy-on-write map behind an atomic
 // pointer, so the request path reads it without locking. It is safe for concurrent use.
 type upstreams struct {
-	mu sync.Mutex // serialises writers
-	m  atomic.Pointer[map[*balancer.Backend]*upstream]
+	watch *watchdog  // watches every client's connections
+	mu    sync.Mutex // serialises writers
+	m     atomic.Pointer[map[*balancer.Backend]*upstream]
 }
 
-func newUpstreams() *upstreams {
-	u := &upstreams{}
+func newUpstreams(w *watchdog) *upstreams {
+	u := &upstreams{watch: w}
 	u.m.Store(&map[*balancer.Backend]*upstream{})
 	return u
 }
@@ -79,7 +80,7 @@ func (u *upstreams) slow(snap *balancer.Snapshot, b *balancer.Backend) *upstream
 		up.checked.Store(snap.Config())
 		return up
 	}
-	up := newUpstream(b.Address, capacity)
+	up := newUpstream(b.Address, capacity, u.watch)
 	up.checked.Store(snap.Config())
 	next := make(map[*balancer.Backend]*upstream, len(old)+1)
 	for k, v := range old {

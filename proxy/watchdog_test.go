@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"bufio"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"pollbal/configs"
+)
+
+func TestJudge(t *testing.T) {
+	const (
+		limit = 100 * time.Millisecond
+		gen   = 10 // the generation the scan started
+		now   = time.Second
+	)
+	busyAt := func(g uint64) uint64 { return g<<stateGenShift | stateBusy }
+	tests := []struct {
+		name      string
+		state     uint64
+		seen      uint64
+		since     time.Duration
+		limit     time.Duration
+		wantSince time.Duration
+		wantSeen  uint64
+		wantCut   bool
+	}{
+		{name: "idle keep-alive connection is left alone however old", state: 3 << stateGenShift, seen: busyAt(3), since: 0, limit: limit,
+			wantSince: 0, wantSeen: busyAt(3)},
+		{name: "new request from an older generation is tracked from now", state: busyAt(9), seen: busyAt(3), since: 0, limit: limit,
+			wantSince: now, wantSeen: busyAt(9)},
+		{name: "new request of the current generation waits for the next scan", state: busyAt(gen), seen: busyAt(3), since: 0, limit: limit,
+			wantSince: 0, wantSeen: busyAt(3)},
+		{name: "tracked request under the limit stays", state: busyAt(9), seen: busyAt(9), since: now - limit + time.Millisecond, limit: limit,
+			wantSince: now - limit + time.Millisecond, wantSeen: busyAt(9)},
+		{name: "tracked request at the limit is cut", state: busyAt(9), seen: busyAt(9), since: now - limit, limit: limit,
+			wantSince: now - limit, wantSeen: busyAt(9), wantCut: true},
+		{name: "first request is tracked from its dial", state: busyAt(9) | stateFirst, seen: busyAt(9) | stateFirst, since: now - 2*limit, limit: limit,
+			wantSince: now - 2*limit, wantSeen: busyAt(9) | stateFirst, wantCut: true},
+		{name: "second request after the first is a new request", state: busyAt(9), seen: busyAt(9) | stateFirst, since: now - 2*limit, limit: limit,
+			wantSince: now, wantSeen: busyAt(9)},
+		{name: "waiting again for more of the same response keeps its start", state: busyAt(5), seen: busyAt(5), since: now - limit, limit: limit,
+			wantSince: now - limit, wantSeen: busyAt(5), wantCut: true},
+		{name: "no timeout configured never cuts", state: busyAt(1), seen: busyAt(1), since: 0, limit: 0,
+			wantSince: 0, wantSeen: busyAt(1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			since, seen, cut := judge(tt.state, tt.seen, tt.since, gen, now, tt.limit)
+			if since != tt.wantSince || seen != tt.wantSeen || cut != tt.wantCut {
+				t.Errorf("judge = (%v, %#x, %v), want (%v, %#x, %v)", since, seen, cut, tt.wantSince, tt.wantSeen, tt.wantCut)
+			}
+		})
+	}
+}
+
+// connBackend is a backend that records the connections its requests came on. "/stall" never
+// answers until the test ends; "/trickle" sends its headers and part of a chunked body, then
+// stalls; anything else is answered "ok" at once.
+type connBackend struct {
+	*backend
+	mu    sync.Mutex
+	conns map[uint64]bool
+}
+
+func startConnBackend(t *testing.T) *connBackend {
+	release := make(chan struct{})
+	cb := &connBackend{conns: map[uint64]bool{}}
+	cb.backend = startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		cb.mu.Lock()
+		cb.conns[ctx.ConnID()] = true
+		cb.mu.Unlock()
+		switch string(ctx.Path()) {
+		case "/stall":
+			<-release
+		case "/trickle":
+			ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+				_, _ = w.WriteString("partial")
+				_ = w.Flush()
+				<-release
+			})
+		default:
+			ctx.SetBodyString("ok")
+		}
+	})
+	t.Cleanup(func() { close(release) }) // runs before the backend's shutdown
+	return cb
+}
+
+func (cb *connBackend) connCount() int {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return len(cb.conns)
+}
+
+// TestWatchdogTimeout checks that proxy.backend_timeout still holds without per-request
+// deadlines: the 504 comes no sooner than the timeout and within two watchdog ticks (plus
+// scheduling slack) after it, on a new connection, on a reused keep-alive one, and when the
+// backend stalls in the middle of its body; and the request is not retried.
+func TestWatchdogTimeout(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	const slack = 100 * time.Millisecond // goroutine scheduling on a busy 2-core machine, -race
+	tests := []struct {
+		name      string
+		warmup    bool // a quick request first, so the slow one reuses its idle connection
+		path      string
+		wantConns int
+	}{
+		{name: "first request on a new connection", path: "/stall", wantConns: 1},
+		{name: "request on a reused keep-alive connection", warmup: true, path: "/stall", wantConns: 1},
+		{name: "backend stalls after sending part of the body", warmup: true, path: "/trickle", wantConns: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			slow := startConnBackend(t)
+			spare := okBackend(t)
+			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
+				{ID: "a-slow", Address: slow.addr},
+				{ID: "b-spare", Address: spare.addr},
+			})
+			cfg.Proxy.BackendTimeout = timeout
+			e := newEnv(t, cfg, "a-slow", "b-spare")
+			if tt.warmup {
+				if r := e.do("GET", "shop.test", "/", ""); r.code != 200 || r.headers["x-pollbal-backend"] != "a-slow" {
+					t.Fatalf("warm-up got %v, want 200 from a-slow", r)
+				}
+			}
+			start := time.Now()
+			r := e.do("GET", "shop.test", tt.path, "")
+			elapsed := time.Since(start)
+			if r.code != 504 || r.headers["x-pollbal-reason"] != "backend_timeout" || r.headers["x-pollbal-backend"] != "a-slow" {
+				t.Fatalf("got %v, want 504 backend_timeout from a-slow", r)
+			}
+			t.Logf("504 after %v", elapsed)
+			if limit := timeout + 2*watchdogTick + slack; elapsed < timeout || elapsed > limit {
+				t.Errorf("answered after %v, want between %v and %v", elapsed, timeout, limit)
+			}
+			if n := slow.connCount(); n != tt.wantConns {
+				t.Errorf("slow backend saw %d connections, want %d", n, tt.wantConns)
+			}
+			if n := spare.hits.Load(); n != 0 {
+				t.Errorf("timed-out request was retried: spare backend got %d requests", n)
+			}
+			e.waitIdle()
+		})
+	}
+}
+
+// TestWatchdogKeepsIdleConnections checks that an idle keep-alive backend connection outlives
+// the backend timeout by several watchdog scans and is reused by the next request.
+func TestWatchdogKeepsIdleConnections(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	tests := []struct {
+		name     string
+		requests int
+	}{
+		{name: "one idle period", requests: 2},
+		{name: "several idle periods", requests: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			be := startConnBackend(t)
+			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+			cfg.Proxy.BackendTimeout = timeout
+			e := newEnv(t, cfg, "b1")
+			for i := 0; i < tt.requests; i++ {
+				if r := e.do("GET", "shop.test", "/", ""); r.code != 200 {
+					t.Fatalf("request %d: got %v", i+1, r)
+				}
+				// Idle for well past the timeout, over several scans.
+				idleSince, scans := time.Now(), e.p.watch.scans.Load()
+				waitFor(t, "the watchdog to scan past the timeout", func() bool {
+					return time.Since(idleSince) > timeout+3*watchdogTick && e.p.watch.scans.Load() >= scans+4
+				})
+				e.p.watch.mu.Lock()
+				watched := len(e.p.watch.conns)
+				e.p.watch.mu.Unlock()
+				if watched != 1 {
+					t.Fatalf("after idling, %d backend connections are watched, want 1", watched)
+				}
+			}
+			if r := e.do("GET", "shop.test", "/", ""); r.code != 200 {
+				t.Fatalf("last request: got %v", r)
+			}
+			if n := be.connCount(); n != 1 {
+				t.Errorf("backend saw %d connections, want 1 (the idle one closed?)", n)
+			}
+		})
+	}
+}
