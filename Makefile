@@ -23,6 +23,8 @@ demo: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	# Allocation guards are only meaningful without -race (sync.Pool drops items under it).
+	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/ ./balancer/
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  echo "NOTE: the status-page browser test was SKIPPED: no chromium installed (apt-get install -y chromium)"
 
