@@ -111,7 +111,7 @@ apps:
     allow_fallback_to_default: true
 backends:
   - id: web-1
-    address: 10.0.0.1:9001
+    address: 127.0.0.1:9001
     capacity: 64
     pool: canary
     owner: acme
@@ -136,7 +136,7 @@ alarms:
 		},
 		Apps: []App{{Name: "shop", Hosts: []string{"shop.example.com", "*.shop.example.com"}, Service: "web",
 			Pool: "pool-acme", Owner: "acme", AllowFallbackToDefault: boolPtr(true)}},
-		Backends: []Backend{{ID: "web-1", Address: "10.0.0.1:9001", Capacity: 64, Pool: "canary", Owner: "acme"}},
+		Backends: []Backend{{ID: "web-1", Address: "127.0.0.1:9001", Capacity: 64, Pool: "canary", Owner: "acme"}},
 		Alarms:   Alarms{Webhook: "https://alarms.example.com/hook", DedupWindow: 10 * time.Minute},
 	}
 	if !reflect.DeepEqual(c, want) {
