@@ -23,6 +23,7 @@ const (
 	reasonBadRequest         = "bad_request"
 	reasonHeadersTooLarge    = "headers_too_large"
 	reasonRequestTimeout     = "request_timeout"
+	reasonInternalError      = "internal_error"
 )
 
 const textPlain = "text/plain; charset=utf-8"
@@ -112,4 +113,10 @@ func answerServerError(ctx *fasthttp.RequestCtx, err error, limit int) int {
 		r.AppendBodyString("malformed request\n")
 	}
 	return ctx.Response.StatusCode()
+}
+
+// answerInternalError is the 500 for a request whose handling panicked.
+func answerInternalError(ctx *fasthttp.RequestCtx) {
+	r := answer(ctx, fasthttp.StatusInternalServerError, reasonInternalError)
+	r.AppendBodyString("internal error while forwarding\n")
 }

@@ -19,12 +19,25 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 		answerNoApp(ctx)
 	} else {
 		m = p.metrics.app(app.Name)
-		p.forward(ctx, snap, app, start)
+		p.forwardSafely(ctx, snap, app, start)
 	}
 	if p.stopping.Load() {
 		ctx.SetConnectionClose()
 	}
 	m.done(ctx.Response.StatusCode(), p.clock.now()-start)
+}
+
+// forwardSafely is forward with a panic contained to its request: the lease was already
+// released by attempt's deferred Release while the panic unwound, the client gets a 500
+// internal_error, and the process keeps serving.
+func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("panic while forwarding; answered 500", "app", app.Name, "panic", r)
+			answerInternalError(ctx)
+		}
+	}()
+	p.forward(ctx, snap, app, start)
 }
 
 // forward sends the request to the app's best candidate and, when the backend could not be
@@ -90,6 +103,9 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 
 	hc := p.upstreams.get(snap, lease.Backend).hc
 	err = hc.Do(&ctx.Request, &ctx.Response)
+	if p.afterDo != nil {
+		p.afterDo() // tests only
+	}
 	o := classify(err)
 	if (o == outcomeConnFailed || o == outcomeBadResponse) && p.watch.timedOut(began, timeout) {
 		o = outcomeTimeout

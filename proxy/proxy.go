@@ -33,6 +33,7 @@ type Proxy struct {
 	watch     *watchdog // enforces proxy.backend_timeout on backend connections
 	clock     monoClock // times requests
 	srv       *fasthttp.Server
+	afterDo   func() // tests only: runs after each backend round trip (e.g. to panic)
 
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.

@@ -368,6 +368,17 @@ func TestLeasesReleased(t *testing.T) {
 			// The lease is held until the forward ends (here: the backend timeout).
 		}},
 	}
+	tests = append(tests, struct {
+		name    string
+		backend string
+		run     func(t *testing.T)
+	}{name: "panic while forwarding", backend: "ok-1", run: func(t *testing.T) {
+		e.p.afterDo = func() { panic("injected") }
+		defer func() { e.p.afterDo = nil }()
+		if r := e.do("GET", "ok.test", "/", ""); r.code != 500 || r.headers["x-pollbal-reason"] != "internal_error" {
+			t.Fatalf("got %v, want 500 internal_error", r)
+		}
+	}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.run(t)
