@@ -19,11 +19,11 @@ build:
 demo: build
 	$(GO) run ./scripts/demo -pollbal $(BIN)/pollbal -backend $(BIN)/example-backend $(DEMO_FLAGS)
 
-# vet, then every test (unit, end-to-end with real processes, browser, scripts) under -race.
+# vet, then every test (unit, end-to-end with real processes, browser, scripts) under -race,
+# then the allocation guards once more without -race (sync.Pool drops items under it).
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
-	# Allocation guards are only meaningful without -race (sync.Pool drops items under it).
 	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/ ./balancer/
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  echo "NOTE: the status-page browser test was SKIPPED: no chromium installed (apt-get install -y chromium)"
