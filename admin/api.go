@@ -176,13 +176,13 @@ func (s *Server) move(c *call, body []byte) result {
 
 // clear drops a backend's override after persisting the set without it.
 func (s *Server) clear(id string) result {
-	if !s.bal.Known(id) {
-		return fail(http.StatusNotFound, "unknown backend %q", id)
-	}
 	s.moveMu.Lock()
 	defer s.moveMu.Unlock()
 	old := s.bal.Overrides()
 	if _, ok := old[id]; !ok {
+		if !s.bal.Known(id) {
+			return fail(http.StatusNotFound, "unknown backend %q", id)
+		}
 		return s.answer(id) // nothing to drop
 	}
 	next := maps.Clone(old)
@@ -193,6 +193,9 @@ func (s *Server) clear(id string) result {
 	if err := s.bal.ClearOverride(id); err != nil {
 		s.restore(old)
 		return overrideFailed(err)
+	}
+	if !s.bal.Known(id) { // an override left behind by a reload that removed the backend
+		return result{code: http.StatusOK, body: poolAnswer{ID: id}}
 	}
 	return s.answer(id)
 }

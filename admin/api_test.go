@@ -289,6 +289,9 @@ func TestAuditLine(t *testing.T) {
 			wantAction: "reload", wantStatus: 501, wantError: true},
 		{name: "unknown path", method: "GET", path: "/admin/x", auth: bearer(testToken),
 			wantAction: "unknown", wantTarget: "/admin/x", wantStatus: 404, wantError: true},
+		// Regression: the mux answered unclean paths with a redirect and no audit line.
+		{name: "unclean path", method: "GET", path: "/admin/backends/web-1/../../pools", auth: bearer(testToken),
+			wantAction: "unknown", wantTarget: "/admin/backends/web-1/../../pools", wantStatus: 404, wantError: true},
 	}
 	f := newFixture(t, fixtureOptions{})
 	for i, tt := range tests {
@@ -452,5 +455,33 @@ func TestNewRejects(t *testing.T) {
 				t.Errorf("error %v is not wrapped", err)
 			}
 		})
+	}
+}
+
+// Regression: an override kept for a backend that a reload removed could not be dropped
+// (DELETE answered 404), stayed in the state file, and came back silently when the id was reused.
+func TestDeleteOrphanedOverride(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	if r := f.do(t, "PUT", "/admin/backends/web-2/pool", bearer(testToken), `{"pool":"canary"}`); r.code != 200 {
+		t.Fatalf("move: %d %s", r.code, r.body)
+	}
+	cfg := testConfig()
+	cfg.Backends = cfg.Backends[:1] // web-2 and the others are gone
+	f.bal.Update(cfg)
+	if r := f.do(t, "DELETE", "/admin/backends/web-2/pool", bearer(testToken), ""); r.code != 200 {
+		t.Fatalf("DELETE of an orphaned override: %d %s, want 200", r.code, r.body)
+	}
+	if _, ok := f.bal.Overrides()["web-2"]; ok {
+		t.Fatal("the orphaned override is still held")
+	}
+	if got := stateFileOverrides(t, f.stateFile); len(got) != 0 {
+		t.Fatalf("state file still holds %v", got)
+	}
+	if r := f.do(t, "DELETE", "/admin/backends/web-2/pool", bearer(testToken), ""); r.code != 404 {
+		t.Fatalf("second DELETE for an unknown backend: %d, want 404", r.code)
+	}
+	f.bal.Update(testConfig()) // web-2 comes back: in its configured pool, not canary
+	if pool := f.poolOf(t, "web-2"); pool != "pool-acme/owner" {
+		t.Fatalf("web-2 came back in %s, want pool-acme/owner", pool)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,8 +88,15 @@ func New(o Options) (*Server, error) {
 	}))
 	mux.HandleFunc("GET /healthz", serveHealthz)
 	mux.HandleFunc("GET /readyz", s.serveReadyz)
-	mux.HandleFunc("/admin/", s.serveAdmin)
-	s.handler = mux
+	// /admin/* bypasses the mux, whose path cleaning would answer unclean paths with a redirect
+	// before the audit line is written: every admin call is routed and audited by serveAdmin.
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/admin/") {
+			s.serveAdmin(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 	return s, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -62,7 +63,7 @@ func parseState(data []byte) (map[string]string, error) {
 	}
 	out := make(map[string]string, len(doc.Overrides))
 	for id, pool := range doc.Overrides {
-		if !configs.ValidServiceName(id) {
+		if !validBackendID(id) {
 			return nil, fmt.Errorf("override for %q: invalid backend id", id)
 		}
 		if !configs.ValidPoolName(pool) {
@@ -143,4 +144,14 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// validBackendID accepts what the configuration accepts as a backend id: a name token, or the
+// backend's address (host:port), which is the default id.
+func validBackendID(id string) bool {
+	if configs.ValidServiceName(id) {
+		return true
+	}
+	_, port, err := net.SplitHostPort(id)
+	return err == nil && port != ""
 }

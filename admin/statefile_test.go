@@ -72,6 +72,9 @@ func TestSaveStateRoundTrip(t *testing.T) {
 		{name: "replace", overrides: map[string]string{"web-1": "canary", "web-2": "default"}},
 		{name: "nil map", overrides: nil},
 		{name: "empty again", overrides: map[string]string{}},
+		// Regression: a backend without an id is known by its address (the default id); its
+		// move was saved but the file then failed to load, so pollbal could not restart.
+		{name: "address as id", overrides: map[string]string{"127.0.0.1:9001": "unassigned"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

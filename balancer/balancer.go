@@ -154,6 +154,12 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 	}
 	b.counters = counters
 	b.cfg = cfg
+	for id, pool := range b.overrides {
+		if next[id] == nil {
+			b.log.Warn("admin override kept for a backend the configuration does not list; it applies again if the id comes back (DELETE /admin/backends/{id}/pool drops it)",
+				"backend", id, "pool", pool)
+		}
+	}
 	b.rebuildLocked()
 }
 
@@ -259,14 +265,15 @@ func (b *Balancer) SetOverride(id, pool string) error {
 	return nil
 }
 
-// ClearOverride drops a backend's override (back to what the config says).
+// ClearOverride drops a backend's override (back to what the config says). An override kept
+// for a backend that a reload removed can be dropped too.
 func (b *Balancer) ClearOverride(id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.backends[id] == nil {
-		return fmt.Errorf("%w %q", ErrUnknownBackend, id)
-	}
 	if _, ok := b.overrides[id]; !ok {
+		if b.backends[id] == nil {
+			return fmt.Errorf("%w %q", ErrUnknownBackend, id)
+		}
 		return nil
 	}
 	delete(b.overrides, id)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -69,6 +70,9 @@ func startIn(t *testing.T, env []string, stdin, path string, args ...string) *pr
 	cmd.Stdout = p.stdout
 	cmd.Stderr = p.stderr
 	cmd.Stdin = strings.NewReader(stdin)
+	// Its own process group, as under a terminal or systemd, so a test can signal the whole
+	// group and cleanup can end the update command too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +84,7 @@ func startIn(t *testing.T, env []string, stdin, path string, args ...string) *pr
 		select {
 		case <-p.done:
 		default:
-			_ = cmd.Process.Kill()
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
 		}
 	})

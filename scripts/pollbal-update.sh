@@ -42,7 +42,8 @@ Steps are logged with a timestamp to stderr.
 
 SIGTERM/SIGINT: if leaving was announced or the pool file emptied and the update has not
 started, "<service> serving <version>" is written back; during the update command the script
-lets it finish, writes the resulting state, then exits. Exit status: 0 when done or
+lets it finish (the command ignores SIGTERM, SIGINT and SIGHUP, also when they are sent to the
+whole process group), writes the resulting state, then exits. Exit status: 0 when done or
 stopped by a signal, 1 when the update command failed (the old version is written back
 as serving), 2 on bad usage.
 EOF
@@ -251,8 +252,14 @@ while :; do
 	phase=updating
 	log "running update command: $UPDATE_CMD"
 	status=0
-	POLLBAL_SERVICE=$SERVICE POLLBAL_VERSION=$VERSION POLLBAL_NEW_VERSION=$NEW_VERSION \
-		POLLBAL_POOL_FILE=$POOL_FILE bash -c "$UPDATE_CMD" || status=$?
+	# The command ignores SIGTERM/SIGINT/SIGHUP (inherited through exec), so a signal to the
+	# whole process group (Ctrl-C, timeout(1), systemd) cannot cut an update in half; the
+	# script's own trap records the signal and exits once the update is done.
+	(
+		trap '' TERM INT HUP
+		POLLBAL_SERVICE=$SERVICE POLLBAL_VERSION=$VERSION POLLBAL_NEW_VERSION=$NEW_VERSION \
+			POLLBAL_POOL_FILE=$POOL_FILE exec bash -c "$UPDATE_CMD"
+	) || status=$?
 	if ((status != 0)); then
 		write_pool "$(line serving "$VERSION")"
 		phase=idle

@@ -220,6 +220,30 @@ func TestUpdateSignals(t *testing.T) {
 			t.Errorf("pool file = %q, want the updated version serving", got)
 		}
 	})
+	// Regression: Ctrl-C, timeout(1) and systemd signal the whole process group; the update
+	// command died with the script, which then wrote the old version back over a half-applied
+	// update and exited 1.
+	t.Run("SIGTERM to the process group during the update lets it finish", func(t *testing.T) {
+		t.Parallel()
+		f := newFiles(t)
+		started, release, finished := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release"), filepath.Join(f.dir, "finished")
+		cmd := fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.02; done; touch %q`, started, release, finished)
+		p := start(t, cleanEnv(), updateScript, f.args("--update-cmd", cmd)...)
+		waitFor(t, p, "update started", 10*time.Second, func() bool { _, err := os.Stat(started); return err == nil })
+		if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, release, "")
+		if code := p.exitCode(t, 10*time.Second); code != 0 {
+			t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+		}
+		if _, err := os.Stat(finished); err != nil {
+			t.Errorf("the update command did not finish: %v", err)
+		}
+		if got := readFile(t, f.pool); got != "web serving v2\n" {
+			t.Errorf("pool file = %q, want the updated version serving", got)
+		}
+	})
 }
 
 func TestUpdateCommandFailureRestoresOldVersion(t *testing.T) {

@@ -52,7 +52,7 @@ type Sender struct {
 	mu       sync.Mutex
 	timeout  time.Duration
 	secret   []byte
-	inFlight map[string]bool
+	inFlight map[flightKey]bool
 	state    map[string]string // last logged delivery state per backend; absent = ok
 	closed   bool
 	wg       sync.WaitGroup
@@ -97,7 +97,7 @@ func NewSender(o SenderOptions) (*Sender, error) {
 		}, []string{"backend"}),
 		timeout:  o.Timeout,
 		secret:   slices.Clone(o.Secret),
-		inFlight: make(map[string]bool),
+		inFlight: make(map[flightKey]bool),
 		state:    make(map[string]string),
 	}
 	if o.Registerer != nil {
@@ -122,9 +122,9 @@ func (s *Sender) Update(timeout time.Duration, secret []byte) {
 }
 
 // Send starts one POST per target in the background and returns at once. A target whose
-// backend still has a POST in flight is skipped (so a backend warned in two groups of one
-// round gets one POST, for the first: the lock it touches is per backend); after Close, Send
-// does nothing.
+// backend still has a POST in flight for the same group is skipped; a backend warned in two
+// groups (two services) gets one POST per group, each with its own body and count. After
+// Close, Send does nothing.
 func (s *Sender) Send(targets []Target) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -132,11 +132,12 @@ func (s *Sender) Send(targets []Target) {
 		return
 	}
 	for _, t := range targets {
-		if s.inFlight[t.Backend] {
-			s.logger.Debug("pool warning still in flight, skipped", "backend", t.Backend)
+		k := keyOf(t)
+		if s.inFlight[k] {
+			s.logger.Debug("pool warning still in flight, skipped", "backend", t.Backend, "service", t.Group.Service)
 			continue
 		}
-		s.inFlight[t.Backend] = true
+		s.inFlight[k] = true
 		s.wg.Add(1)
 		go s.post(t, s.timeout, s.secret)
 	}
@@ -163,7 +164,7 @@ func (s *Sender) post(t Target, timeout time.Duration, secret []byte) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.inFlight, t.Backend)
+	delete(s.inFlight, keyOf(t))
 	prev, ok := s.state[t.Backend]
 	if !ok {
 		prev = stateOK
@@ -230,4 +231,11 @@ func deliveryState(err error) string {
 	default:
 		return "unreachable"
 	}
+}
+
+// flightKey identifies one POST: a backend and the group it is warned for.
+type flightKey struct{ backend, pool, service, version string }
+
+func keyOf(t Target) flightKey {
+	return flightKey{t.Backend, t.Group.Pool, t.Group.Service, t.Group.Version}
 }

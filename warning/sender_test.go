@@ -579,3 +579,27 @@ func startExampleBackend(t *testing.T, bin string, args ...string) string {
 		return ""
 	}
 }
+
+// Regression: a backend warned for two services in one round got only the first group's POST,
+// every round, so the second service's warning and its counter never happened.
+func TestSenderOnePostPerGroup(t *testing.T) {
+	srv, ch := recordingServer(t, http.StatusNoContent)
+	s, reg := newTestSender(t, SenderOptions{})
+	api := Group{Pool: "pool-a", Service: "api", Version: "v1", Threshold: 1, Serving: []string{"b1"}, Warned: []string{"b1"}}
+	web := Group{Pool: "pool-a", Service: "web", Version: "v1", Threshold: 1, Serving: []string{"b1"}, Warned: []string{"b1"}}
+	s.Send([]Target{{Backend: "b1", Address: addr(srv), Group: api}, {Backend: "b1", Address: addr(srv), Group: web}})
+	s.wait()
+	bodies := map[string]bool{}
+	for len(ch) > 0 {
+		r := <-ch
+		bodies[strings.Fields(r.body)[0]] = true
+	}
+	if !bodies["api"] || !bodies["web"] {
+		t.Fatalf("bodies for services %v, want one POST for api and one for web", bodies)
+	}
+	for _, svc := range []string{"api", "web"} {
+		if got := counter(t, reg, "pollbal_warnings_sent_total", map[string]string{"pool": "pool-a", "service": svc, "version": "v1"}); got != 1 {
+			t.Fatalf("warnings_sent_total{service=%s} = %v, want 1", svc, got)
+		}
+	}
+}
