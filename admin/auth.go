@@ -49,3 +49,10 @@ func authorize(r *http.Request, digest *[32]byte) error {
 	}
 	return nil
 }
+
+// CheckTokenFile reports whether path holds a usable token ("" is fine: the admin API is then
+// disabled). `pollbal check` uses it so a config that `run` would refuse is not called ok.
+func CheckTokenFile(path string) error {
+	_, err := readToken(path)
+	return err
+}

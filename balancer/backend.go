@@ -26,8 +26,8 @@ type Health struct {
 	Reports []Report // declared services only; nil when not ready
 	Ignored []string // services the backend reported that the config does not declare
 	Checked time.Time
-	// ReadySince is when the backend last became ready after having been not ready; zero when it
-	// has been ready since its first check (slow start does not apply then).
+	// ReadySince is when the backend last became ready after a check that found it not ready;
+	// zero when it has been ready since its first check (slow start does not apply then).
 	ReadySince time.Time
 }
 
@@ -41,7 +41,6 @@ type Backend struct {
 	inFlight   atomic.Int64
 	failStreak atomic.Int64
 	ejected    atomic.Bool
-	everReady  atomic.Bool
 	warned     atomic.Bool
 	health     atomic.Pointer[Health]
 }

@@ -33,6 +33,7 @@ type Options struct {
 // Observation is one check result for one backend, as the poller reports it.
 type Observation struct {
 	ID      string
+	Address string // the address checked; a result for an address the backend no longer has is dropped
 	Ready   bool
 	Reason  string
 	Reports []Report
@@ -185,6 +186,9 @@ func (b *Balancer) Observe(o Observation) {
 		return
 	}
 	rt := m.b
+	if o.Address != "" && o.Address != rt.Address {
+		return // a check of the address a reload just replaced
+	}
 	old := rt.health.Load()
 	h := &Health{Ready: o.Ready, Reason: o.Reason, Checked: o.Checked, ReadySince: old.ReadySince}
 	for _, r := range o.Reports {
@@ -200,10 +204,10 @@ func (b *Balancer) Observe(o Observation) {
 	if len(h.Ignored) > 0 {
 		b.metrics.ignored.WithLabelValues(o.ID).Add(float64(len(h.Ignored)))
 	}
-	if o.Ready && !old.Ready {
-		if rt.everReady.Swap(true) {
-			h.ReadySince = o.Checked
-		}
+	if o.Ready && !old.Ready && !old.Checked.IsZero() {
+		// Became ready after a check that found it not ready: slow start ramps it. The very
+		// first check of a backend (pollbal just started, or a reload added it) does not.
+		h.ReadySince = o.Checked
 	}
 	if o.Reason == "" && (rt.ejected.Load() || rt.failStreak.Load() != 0) {
 		rt.failStreak.Store(0)

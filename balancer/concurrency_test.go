@@ -93,7 +93,9 @@ func TestLeasesNeverOversubscribe(t *testing.T) {
 		}(w)
 	}
 	pools := []string{"pool-acme", "pool-beta", "default", "unassigned"}
-	for round := 0; round < 200; round++ {
+	// At least 200 rounds, and on until the workers have taken plenty of leases (they may not
+	// have been scheduled at all during the first rounds), bounded in rounds.
+	for round := 0; round < 200 || (acquired.Load() < 2000 && round < 200000); round++ {
 		if round%2 == 0 {
 			next, nextCaps := mkCfg()
 			setCaps(nextCaps) // raise the bound before the new capacities can be used

@@ -319,6 +319,18 @@ func TestSlowStartRamps(t *testing.T) {
 	}
 	obs(false)
 	obs(true) // back after being down: ramps
+	// Regression: a backend whose first check failed got full capacity when it became ready.
+	b2 := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Capacity: 100}})
+	b2.Proxy.SlowStart = 10 * time.Second
+	late, err := New(Options{Config: b2, Registerer: prometheus.NewRegistry(), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.Observe(Observation{ID: "b1", Ready: false, Reason: "connection refused", Checked: now})
+	late.Observe(Observation{ID: "b1", Ready: true, Reports: []Report{{Service: "web", Status: StatusServing}}, Checked: now})
+	if lm := late.Snapshot().byID["b1"]; late.Snapshot().limit(lm, lm.b.Health(), now) != 10 {
+		t.Fatalf("down at its first check, then ready: limit %d, want 10 (slow start)", late.Snapshot().limit(lm, lm.b.Health(), now))
+	}
 	cases := []struct {
 		name  string
 		after time.Duration
@@ -367,5 +379,20 @@ func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
 		t.Fatalf("the backend must stay a candidate for the declared service: %v", err)
 	} else {
 		l.Release()
+	}
+}
+
+// Regression: during a reload that changed a backend's address, a check of the old address
+// that finished late was applied to the backend at its new address.
+func TestObservationForAReplacedAddressIsDropped(t *testing.T) {
+	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:10001"}})
+	b := newTestBalancer(t, cfg, nil)
+	b.Observe(Observation{ID: "b1", Address: "127.0.0.1:19999", Ready: true, Reports: []Report{{Service: "web", Status: StatusServing}}})
+	if b.Snapshot().byID["b1"].b.Health().Ready {
+		t.Fatal("a result for another address made the backend ready")
+	}
+	b.Observe(Observation{ID: "b1", Address: "127.0.0.1:10001", Ready: true, Reports: []Report{{Service: "web", Status: StatusServing}}})
+	if !b.Snapshot().byID["b1"].b.Health().Ready {
+		t.Fatal("a result for the backend's own address was dropped")
 	}
 }

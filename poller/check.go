@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 )
@@ -114,5 +115,26 @@ func classify(err error, timeout time.Duration, maxBody int) (reason, result str
 	if errors.As(err, &dnsErr) {
 		return "lookup " + dnsErr.Name + ": " + dnsErr.Err, resultError
 	}
-	return strings.TrimPrefix(err.Error(), "fasthttp: "), resultError
+	// Anything else is fasthttp's own text, which can quote the backend's bytes at length (and
+	// differently on every check): keep a fixed prefix so the reason stays short and stable.
+	return capReason(strings.TrimPrefix(err.Error(), "fasthttp: ")), resultError
+}
+
+// maxReason bounds a failure reason taken from an error text.
+const maxReason = 80
+
+// capReason cuts msg at its first ':' after the start (fasthttp's detail follows it) or at
+// maxReason bytes, on a UTF-8 boundary.
+func capReason(msg string) string {
+	if i := strings.Index(msg, ": "); i > 0 && i <= maxReason {
+		msg = msg[:i]
+	}
+	if len(msg) <= maxReason {
+		return msg
+	}
+	cut := maxReason
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }

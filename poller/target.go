@@ -130,8 +130,14 @@ func (p *Poller) record(t *target, s configs.Poll, o outcome) {
 	t.metrics.count(o.result)
 	p.metrics.duration.Observe(o.duration.Seconds())
 
+	t.health = t.health.next(o.good(), s.Rise, s.Fall)
 	if o.good() {
 		t.lastGood = o.reports
+	}
+	// Backoff applies only once the backend is not ready: while it is still ready under
+	// fall > 1 it is checked at the normal interval, so fall × interval bounds how long a dead
+	// backend keeps taking traffic.
+	if o.good() || t.health.ready {
 		t.failing = false
 		t.delay = s.Interval
 	} else {
@@ -145,7 +151,6 @@ func (p *Poller) record(t *target, s configs.Poll, o outcome) {
 		}
 		t.delay = t.backoff.NextBackOff()
 	}
-	t.health = t.health.next(o.good(), s.Rise, s.Fall)
 	prev := t.last
 	t.last = nextResult(prev, t.health, o, t.lastGood, p.now())
 

@@ -90,7 +90,9 @@ func prepareRequest(ctx *fasthttp.RequestCtx) {
 	var ip [64]byte
 	xff.add(appendClientIP(ip[:0], ctx.RemoteAddr()), ", ")
 	h.AddBytesV(headerForwardedFor, xff.bytes())
-	h.AddBytesV(headerForwardedHost, ctx.Host())
+	if host := ctx.Host(); len(host) > 0 {
+		h.AddBytesV(headerForwardedHost, host)
+	}
 	h.Add(headerForwardedProto, "http")
 }
 

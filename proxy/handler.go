@@ -102,6 +102,11 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	tried.Add(lease.Backend)
 
 	hc := p.upstreams.get(snap, lease.Backend).hc
+	if len(ctx.Request.Host()) == 0 {
+		// An HTTP/1.0 request may come without Host; the backend connection is HTTP/1.1,
+		// which requires one (fasthttp refuses to send the request without it).
+		ctx.Request.SetHost(lease.Backend.Address)
+	}
 	err = hc.Do(&ctx.Request, &ctx.Response)
 	if p.afterDo != nil {
 		p.afterDo() // tests only

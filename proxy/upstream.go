@@ -3,6 +3,7 @@ package proxy
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -14,6 +15,12 @@ import (
 const (
 	maxResponseBody = 64 << 20 // a response larger than this is answered 502 bad_response
 	readBufferSize  = 8 << 10  // bounds a response's (and a request's) header block
+	// idleConnDuration closes kept-alive backend connections idle this long, below the idle
+	// timeouts of common backend servers (Node.js and Apache: 5 s), so pollbal does not send a
+	// request on a connection the backend has already closed. (A backend that closes idle
+	// connections sooner still can: such a failure cannot be told from a backend that crashed
+	// after receiving the request, so only the proxy's own retry on another candidate applies.)
+	idleConnDuration = 2 * time.Second
 )
 
 // upstream is the HostClient of one backend. Its MaxConns is the backend's capacity, which the
@@ -34,6 +41,7 @@ func newUpstream(addr string, capacity int, w *watchdog) *upstream {
 			Addr:                          addr,
 			MaxConns:                      capacity,
 			MaxIdemponentCallAttempts:     1, // retries are the proxy's, on another candidate
+			MaxIdleConnDuration:           idleConnDuration,
 			MaxResponseBodySize:           maxResponseBody,
 			ReadBufferSize:                readBufferSize,
 			NoDefaultUserAgentHeader:      true,

@@ -167,6 +167,25 @@ func TestCheckCommand(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("site: x\nservices: {web: {}}\napps: [{name: a, hosts: ['*']}]\nbackends:\n  - address: 127.0.0.1\n  - address: 127.0.0.1:9001\n    capacity: 0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	missingFiles := dir + "/files.yaml"
+	corrupt := dir + "/state.json"
+	if err := os.WriteFile(corrupt, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(missingFiles, []byte(fillAddrs(foundationConfig([]string{"127.0.0.1:9001"}), "127.0.0.1:8080", "127.0.0.1:9090")+
+		"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withFiles, err := os.ReadFile(missingFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withFiles = []byte(strings.Replace(string(withFiles), "admin:\n  listen: 127.0.0.1:9090\n",
+		"admin:\n  listen: 127.0.0.1:9090\n  token_file: "+dir+"/no-token\n  state_file: "+corrupt+"\n", 1) +
+		"warning:\n  secret_file: " + dir + "/no-secret\n")
+	if err := os.WriteFile(missingFiles, withFiles, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name     string
 		args     []string
@@ -177,6 +196,9 @@ func TestCheckCommand(t *testing.T) {
 		{name: "invalid config prints every problem", args: []string{"check", "-config", bad}, wantCode: 1,
 			want: []string{"backends[0].address", "backends[1].capacity"}},
 		{name: "version", args: []string{"version"}, wantCode: 0, want: []string{"pollbal "}},
+		// Regression: check said ok for files that run then refused.
+		{name: "files the config names are read too", args: []string{"check", "-config", missingFiles}, wantCode: 1,
+			want: []string{"admin.token_file:", "admin.state_file:", "warning.secret_file:"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

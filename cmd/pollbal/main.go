@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"pollbal/admin"
 	"pollbal/configs"
 )
 
@@ -61,14 +62,38 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pollbal check: -config is required")
 		return 2
 	}
-	if _, err := configs.Load(*path); err != nil {
+	cfg, err := configs.Load(*path)
+	if err != nil {
 		for _, p := range configs.Problems(err) {
+			fmt.Fprintln(stdout, p)
+		}
+		return 1
+	}
+	if problems := checkFiles(cfg); len(problems) > 0 {
+		for _, p := range problems {
 			fmt.Fprintln(stdout, p)
 		}
 		return 1
 	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
+}
+
+// checkFiles reads the files a valid configuration names, as `run` will, and returns every
+// problem: a config that `run` would refuse must not pass `check` (the systemd unit runs
+// check before start).
+func checkFiles(cfg *configs.Config) []string {
+	var problems []string
+	if err := admin.CheckTokenFile(cfg.Admin.TokenFile); err != nil {
+		problems = append(problems, "admin.token_file: "+err.Error())
+	}
+	if _, err := admin.LoadState(cfg.Admin.StateFile); err != nil {
+		problems = append(problems, "admin.state_file: "+err.Error())
+	}
+	if _, err := readSecret(cfg.Warning.SecretFile); err != nil {
+		problems = append(problems, err.Error())
+	}
+	return problems
 }
 
 func run(args []string, stderr io.Writer) int {

@@ -251,7 +251,7 @@ func (k sink) Observe(r poller.Result) {
 			reports[i] = balancer.Report{Service: rep.Service, Status: string(rep.Status), Version: rep.Version}
 		}
 	}
-	k.bal.Observe(balancer.Observation{ID: r.ID, Ready: r.Ready, Reason: r.Reason, Reports: reports, Checked: r.Checked})
+	k.bal.Observe(balancer.Observation{ID: r.ID, Address: r.Address, Ready: r.Ready, Reason: r.Reason, Reports: reports, Checked: r.Checked})
 }
 
 func (k sink) RoundDone(time.Time) {
