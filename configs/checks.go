@@ -83,8 +83,13 @@ func sameListener(a, b string) bool {
 	if errA != nil || errB != nil || portA != portB {
 		return false
 	}
-	return hostA == hostB || wildcardHost(hostA) || wildcardHost(hostB)
+	return hostA == hostB || wildcardHost(hostA) || wildcardHost(hostB) ||
+		(loopbackHost(hostA) && loopbackHost(hostB))
 }
+
+// loopbackHost reports whether h names the IPv4 loopback address that "localhost" resolves to
+// here, so "localhost:P" and "127.0.0.1:P" are caught as the same socket.
+func loopbackHost(h string) bool { return h == "localhost" || h == "127.0.0.1" }
 
 func wildcardHost(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 

@@ -176,6 +176,8 @@ func (c *Config) validateBackends(p *problemList) {
 	for i, b := range c.Backends {
 		path := fmt.Sprintf("backends[%d]", i)
 		switch first, dup := ids[b.ID]; {
+		case b.ID == "" && b.Address == "":
+			// The id defaults to the address: the address problem below says it all.
 		case b.ID == "":
 			p.add(path+".id", "required")
 		// The default id is the address, which has a colon: it is accepted as it is.

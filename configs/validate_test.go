@@ -40,6 +40,9 @@ func TestValidateRules(t *testing.T) {
 			want: []string{"admin.listen: must differ from listen (127.0.0.1:8080)"}},
 		{name: "admin listen wildcard on the same port", mutate: func(c *Config) { c.Admin.Listen = ":8080" },
 			want: []string{"admin.listen: must differ from listen (127.0.0.1:8080)"}},
+		// Regression: localhost and 127.0.0.1 on one port passed validation and failed at bind.
+		{name: "admin listen localhost on the listen port", mutate: func(c *Config) { c.Admin.Listen = "localhost:8080" },
+			want: []string{"admin.listen: must differ from listen (127.0.0.1:8080)"}},
 
 		{name: "poll interval zero", mutate: func(c *Config) { c.Poll.Interval = 0 },
 			want: []string{"poll.interval: must be > 0 (got 0s)"}},
@@ -147,6 +150,9 @@ func TestValidateRules(t *testing.T) {
 		{name: "backend id unique", mutate: func(c *Config) { c.Backends[1].ID = "web-1" },
 			want: []string{`backends[1].id: "web-1" is already used by backends[0]`}},
 		{name: "backend address required", mutate: func(c *Config) { c.Backends[1].Address = "" },
+			want: []string{"backends[1].address: required"}},
+		// Regression: "id: required" was reported too, although the id defaults to the address.
+		{name: "backend without id nor address", mutate: func(c *Config) { c.Backends[1].ID, c.Backends[1].Address = "", "" },
 			want: []string{"backends[1].address: required"}},
 		{name: "backend address missing port", mutate: func(c *Config) { c.Backends[1].Address = "127.0.0.1" },
 			want: []string{"backends[1].address: missing port"}},

@@ -34,6 +34,9 @@ type appMetrics struct {
 	requests *prometheus.CounterVec
 	duration prometheus.Observer
 	codes    [maxCode]atomic.Pointer[counter]
+	// retired is set when a reload removed the app: a request still in flight then must not
+	// create a new series for it.
+	retired atomic.Bool
 }
 
 // counter boxes a prometheus.Counter so that it can live behind an atomic.Pointer.
@@ -98,6 +101,7 @@ func (m *metrics) keep(names map[string]bool) {
 			next[k] = v
 			continue
 		}
+		v.retired.Store(true)
 		m.requests.DeletePartialMatch(prometheus.Labels{"app": k})
 		m.duration.DeleteLabelValues(k)
 	}
@@ -116,6 +120,9 @@ func (a *appMetrics) count(code int) {
 	}
 	c := a.codes[code].Load()
 	if c == nil {
+		if a.retired.Load() {
+			return
+		}
 		label := "other"
 		if code != 0 {
 			label = strconv.Itoa(code)
