@@ -43,6 +43,7 @@ type Backend struct {
 	ejected    atomic.Bool
 	warned     atomic.Bool
 	health     atomic.Pointer[Health]
+	hints      atomic.Pointer[[]hintReg] // block hints of the current candidate sets it is in
 }
 
 func newBackend(id, address string) *Backend {
@@ -74,4 +75,13 @@ func (b *Backend) tryAcquire(limit int64) bool {
 	}
 }
 
-func (b *Backend) release() { b.inFlight.Add(-1) }
+// release returns a slot and raises the spare hints of the blocks the backend is in, so a pick
+// never skips a block that now holds more spare than its hint says.
+func (b *Backend) release() {
+	n := b.inFlight.Add(-1)
+	if regs := b.hints.Load(); regs != nil {
+		for _, r := range *regs {
+			r.hint.raise(r.capacity - n)
+		}
+	}
+}

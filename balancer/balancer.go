@@ -165,14 +165,26 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 }
 
 func (b *Balancer) rebuildLocked() {
-	b.snap.Store(buildSnapshot(buildInput{
+	next := buildSnapshot(buildInput{
 		cfg:       b.cfg,
 		overrides: b.overrides,
 		backends:  b.backends,
 		rotations: b.rotations,
 		counters:  b.counters,
 		bal:       b,
-	}))
+	})
+	// Hints: retire the old sets before their backends stop raising them, register the new
+	// ones before anyone can pick from them (hints.go).
+	if old := b.snap.Load(); old != nil {
+		old.retire()
+		for _, m := range old.members {
+			if b.backends[m.cfg.ID] != m.b {
+				m.b.hints.Store(nil) // removed or replaced: nothing current to raise
+			}
+		}
+	}
+	next.registerAll()
+	b.snap.Store(next)
 }
 
 // Observe applies one check result. Unknown ids are ignored (a reload may have removed the

@@ -97,9 +97,10 @@ func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
 // the selection runs again, so the next best candidate is tried.
 func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 	set := l.cur.Load()
-	for _, ms := range [2][]*member{set.serving, set.leaving} {
-		for attempt := 0; attempt <= len(ms); attempt++ {
-			m, limit := s.pick(l, set, ms, tried, now)
+	for gi := range set.groups {
+		g := &set.groups[gi]
+		for attempt := 0; attempt <= len(g.members); attempt++ {
+			m, limit := s.pick(l, set, g, tried, now)
 			if m == nil {
 				break
 			}
@@ -111,10 +112,14 @@ func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 	return nil
 }
 
-// pick ranks ms by spare capacity with the configured tie-break and returns the best available
-// member and its current limit. It stops early at a member whose spare capacity equals the
-// largest capacity in the list, since no other member can have more.
-func (s *Snapshot) pick(l *candList, set *candSet, ms []*member, tried *Tried, now time.Time) (*member, int64) {
+// pick ranks g's members by spare capacity with the configured tie-break and returns the best
+// available member and its current limit: the first member, in rotation order, with the most
+// spare. It stops early at a member whose spare capacity equals the largest capacity in the set,
+// since no other member can have more, and skips a block of members whose spare hint is no more
+// than the best spare found so far, since none of them could replace it. Without slow start
+// (limits only change through leases then) it tightens the hint of each whole block it scans.
+func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, now time.Time) (*member, int64) {
+	ms := g.members
 	n := len(ms)
 	if n == 0 {
 		return nil, 0
@@ -123,26 +128,49 @@ func (s *Snapshot) pick(l *candList, set *candSet, ms []*member, tried *Tried, n
 	if !s.tieID && n > 1 {
 		start = int(l.rot.n.Add(1) % uint32(n))
 	}
+	hinted := s.slowStart <= 0 && !set.stale.Load()
 	var best *member
 	var bestSpare, bestLimit int64
-	for i := 0; i < n; i++ {
-		j := start + i
-		if j >= n {
-			j -= n
+	// Visit [start, n) then [0, start) block by block; the block holding start comes in two parts.
+	for p, left := start, n; left > 0; {
+		k := p / hintBlock
+		lo := k * hintBlock
+		end := min(lo+hintBlock, n, p+left)
+		whole := p == lo && end == min(lo+hintBlock, n)
+		var seen int64
+		if hinted {
+			seen = g.hints[k].bound.Load()
+			if seen <= bestSpare {
+				left -= end - p
+				p = end % n
+				continue
+			}
 		}
-		m := ms[j]
-		limit, ok := s.available(m, tried, now)
-		if !ok {
-			continue
+		var top int64 // the block's largest capacity - in-flight, whatever each member's availability
+		for j := p; j < end; j++ {
+			m := ms[j]
+			inFlight := m.b.inFlight.Load()
+			if raw := m.capacity - inFlight; raw > top {
+				top = raw
+			}
+			limit, ok := s.available(m, tried, now)
+			if !ok {
+				continue
+			}
+			spare := limit - inFlight
+			if spare <= 0 || spare <= bestSpare {
+				continue
+			}
+			best, bestSpare, bestLimit = m, spare, limit
+			if spare >= set.maxCap {
+				return best, bestLimit
+			}
 		}
-		spare := limit - m.b.inFlight.Load()
-		if spare <= 0 || spare <= bestSpare {
-			continue
+		if hinted && whole {
+			g.hints[k].tighten(seen, top, g.block(k))
 		}
-		best, bestSpare, bestLimit = m, spare, limit
-		if spare >= set.maxCap {
-			break
-		}
+		left -= end - p
+		p = end % n
 	}
 	return best, bestLimit
 }
@@ -189,8 +217,8 @@ func (s *Snapshot) candidates(l *candList, now time.Time) int {
 	}
 	n := 0
 	set := l.cur.Load()
-	for _, ms := range [2][]*member{set.serving, set.leaving} {
-		for _, m := range ms {
+	for gi := range set.groups {
+		for _, m := range set.groups[gi].members {
 			if limit, ok := s.available(m, nil, now); ok && m.b.inFlight.Load() < limit {
 				n++
 			}

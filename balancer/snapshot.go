@@ -36,16 +36,20 @@ type candList struct {
 	rot           *rotation
 }
 
-// candSet is an immutable ranking input: serving members first, then leaving ones, each in id order.
+// candSet is an immutable ranking input: serving members first, then leaving ones, each in id
+// order, with the block hints a pick uses to skip members that cannot win (hints.go). Once a
+// newer set replaces it, it is marked stale and its hints are no longer raised by releases, so
+// picks on it (a request still holding an older snapshot) scan it linearly.
 type candSet struct {
-	serving []*member
-	leaving []*member
-	maxCap  int64 // largest capacity in the set: a member with that much spare cannot be beaten
+	groups [2]rankGroup // serving, leaving
+	maxCap int64        // largest capacity in the set: a member with that much spare cannot be beaten
+	stale  atomic.Bool
 }
 
-// refresh rebuilds the list's candSet from the members' live health.
-func (l *candList) refresh() {
+// build computes the list's candSet from the members' live health; it publishes nothing.
+func (l *candList) build() *candSet {
 	set := &candSet{}
+	var serving, leaving []*member
 	if l.pool != configs.PoolUnassigned {
 		for _, m := range l.pooled {
 			h := m.b.Health()
@@ -57,9 +61,9 @@ func (l *candList) refresh() {
 					continue
 				}
 				if r.Status == StatusLeaving {
-					set.leaving = append(set.leaving, m)
+					leaving = append(leaving, m)
 				} else {
-					set.serving = append(set.serving, m)
+					serving = append(serving, m)
 				}
 				if m.capacity > set.maxCap {
 					set.maxCap = m.capacity
@@ -67,7 +71,8 @@ func (l *candList) refresh() {
 			}
 		}
 	}
-	l.cur.Store(set)
+	set.groups = [2]rankGroup{newRankGroup(serving), newRankGroup(leaving)}
+	return set
 }
 
 // App is one configured app as resolved in a snapshot. It is immutable; callers may keep it for
@@ -216,7 +221,7 @@ func (s *Snapshot) list(pool, service string, rotations map[[2]string]*rotation)
 		}
 	}
 	sort.Slice(l.pooled, func(i, j int) bool { return l.pooled[i].cfg.ID < l.pooled[j].cfg.ID })
-	l.refresh()
+	l.cur.Store(l.build())
 	s.lists[key] = l
 	if s.byPool == nil {
 		s.byPool = map[string][]*candList{}
@@ -225,10 +230,48 @@ func (s *Snapshot) list(pool, service string, rotations map[[2]string]*rotation)
 	return l
 }
 
-// refreshPool rebuilds the candidate sets of pool's lists after a member's health changed.
+// refreshPool rebuilds the candidate sets of pool's lists after a member's health changed. The
+// caller holds the balancer's mutex.
 func (s *Snapshot) refreshPool(pool string) {
-	for _, l := range s.byPool[pool] {
-		l.refresh()
+	lists := s.byPool[pool]
+	if len(lists) == 0 {
+		return
+	}
+	next := make([]*candSet, len(lists))
+	for i, l := range lists {
+		next[i] = l.build()
+	}
+	for _, l := range lists {
+		l.cur.Load().stale.Store(true)
+	}
+	registerHints(lists[0].pooled, next)
+	for i, l := range lists {
+		l.cur.Store(next[i])
+	}
+}
+
+// retire marks every candidate set of a snapshot that a rebuild replaced as stale. The caller
+// holds the balancer's mutex.
+func (s *Snapshot) retire() {
+	for _, l := range s.lists {
+		l.cur.Load().stale.Store(true)
+	}
+}
+
+// registerAll registers the hints of every candidate set of a snapshot that is about to be
+// published; members of pools without lists raise none. The caller holds the balancer's mutex.
+func (s *Snapshot) registerAll() {
+	for _, m := range s.members {
+		if len(s.byPool[m.pool]) == 0 {
+			m.b.hints.Store(nil)
+		}
+	}
+	for _, lists := range s.byPool {
+		sets := make([]*candSet, len(lists))
+		for i, l := range lists {
+			sets[i] = l.cur.Load()
+		}
+		registerHints(lists[0].pooled, sets)
 	}
 }
 
