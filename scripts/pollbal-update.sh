@@ -188,9 +188,17 @@ random_delay() {
 }
 
 on_signal() {
-	local sig=$1
+	local sig=$1 pids
+	# Every background sleep, also one started a moment before its pid was recorded (the
+	# signal can land between `sleep &` and `sleep_pid=$!`): an orphaned sleep would keep the
+	# script's output open for its whole duration.
+	pids=$(jobs -p)
 	if [[ -n $sleep_pid ]]; then
-		kill "$sleep_pid" 2>/dev/null || true
+		pids+=" $sleep_pid"
+	fi
+	if [[ -n ${pids// /} ]]; then
+		# shellcheck disable=SC2086 # a list of pids
+		kill $pids 2>/dev/null || true
 	fi
 	case $phase in
 	announced | drained)
