@@ -123,6 +123,8 @@ func (p *proc) exited() bool {
 func waitFor(t *testing.T, p *proc, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		if p != nil && p.exited() {
 			if cond() {
@@ -133,7 +135,7 @@ func waitFor(t *testing.T, p *proc, what string, timeout time.Duration, cond fun
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s; stderr:\n%s", what, p.stderr.String())
 		}
-		time.Sleep(5 * time.Millisecond)
+		<-tick.C
 	}
 }
 

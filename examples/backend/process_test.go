@@ -254,11 +254,13 @@ func TestBackendProcess(t *testing.T) {
 			}()
 		}
 		deadline := time.Now().Add(10 * time.Second)
+		tick := time.NewTicker(20 * time.Millisecond) // a bounded poll of the stats
+		defer tick.Stop()
 		for getStats(t, p).InFlight != n {
 			if time.Now().After(deadline) {
 				t.Fatalf("in_flight never reached %d: %+v", n, getStats(t, p))
 			}
-			time.Sleep(20 * time.Millisecond)
+			<-tick.C
 		}
 		wg.Wait()
 		close(errs)

@@ -106,13 +106,15 @@ func startServer(t *testing.T, prefix, poolFile, lockFile string) *server {
 			}
 		})
 		deadline := time.Now().Add(20 * time.Second)
+		tick := time.NewTicker(20 * time.Millisecond) // a bounded poll until nginx answers
+		defer tick.Stop()
 		for !s.exited() && time.Now().Before(deadline) {
 			resp, err := http.Get("http://" + s.addr + "/pool")
 			if err == nil {
 				resp.Body.Close()
 				return s
 			}
-			time.Sleep(20 * time.Millisecond)
+			<-tick.C
 		}
 		last = s.output.String()
 		if !s.exited() {
@@ -269,6 +271,8 @@ func TestNginxBackend(t *testing.T) {
 			t.Fatalf("run.sh exit = %v; output:\n%s", s.err, s.output.String())
 		}
 		deadline := time.Now().Add(10 * time.Second)
+		tick := time.NewTicker(20 * time.Millisecond) // a bounded poll until nginx stops accepting
+		defer tick.Stop()
 		for {
 			c, err := net.DialTimeout("tcp", s.addr, time.Second)
 			if err != nil {
@@ -278,7 +282,7 @@ func TestNginxBackend(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatal("nginx still accepting after run.sh exited")
 			}
-			time.Sleep(20 * time.Millisecond)
+			<-tick.C
 		}
 		if _, err := os.Stat(filepath.Join(dir, "prefix", "run", "fcgiwrap.sock")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("fcgiwrap socket left behind (stat err %v)", err)
