@@ -1,6 +1,9 @@
 package configs
 
-import "time"
+import (
+	"net/netip"
+	"time"
+)
 
 // Config is the whole pollbal configuration (SPEC §3) after defaults are applied.
 // A *Config returned by Load or Parse is validated and must be treated as read-only:
@@ -49,6 +52,17 @@ type Proxy struct {
 	EjectAfter     int           `yaml:"eject_after"`
 	TieBreak       string        `yaml:"tie_break"`
 	SlowStart      time.Duration `yaml:"slow_start"`
+
+	// Limits and timeouts of the client side (SPEC §8).
+	MaxConnections    int           `yaml:"max_connections"`
+	HeaderTimeout     time.Duration `yaml:"header_timeout"`
+	ClientTimeout     time.Duration `yaml:"client_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`
+	BufferRequestBody int           `yaml:"buffer_request_body"`
+	// TrustedProxies are the client networks whose X-Forwarded-*, X-Real-IP and Forwarded
+	// headers are kept (a bare address in the YAML is a one-address prefix).
+	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
 }
 
 // Tie-break values for Proxy.TieBreak.

@@ -18,6 +18,12 @@ const (
 	defaultRetries        = 1
 	defaultEjectAfter     = 3
 	defaultTieBreak       = TieBreakRotate
+	defaultMaxConnections = 10000
+	defaultHeaderTimeout  = 10 * time.Second
+	defaultClientTimeout  = 60 * time.Second
+	defaultIdleTimeout    = 60 * time.Second
+	defaultShutdown       = 30 * time.Second
+	defaultBufferBody     = 64 << 10
 	defaultDedupWindow    = 5 * time.Minute
 	defaultWarningScope   = ScopeVersion
 
@@ -47,6 +53,13 @@ func Default() *Config {
 			Retries:        defaultRetries,
 			EjectAfter:     defaultEjectAfter,
 			TieBreak:       defaultTieBreak,
+
+			MaxConnections:    defaultMaxConnections,
+			HeaderTimeout:     defaultHeaderTimeout,
+			ClientTimeout:     defaultClientTimeout,
+			IdleTimeout:       defaultIdleTimeout,
+			ShutdownTimeout:   defaultShutdown,
+			BufferRequestBody: defaultBufferBody,
 		},
 		Alarms: Alarms{DedupWindow: defaultDedupWindow},
 	}

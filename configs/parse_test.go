@@ -3,6 +3,7 @@ package configs
 import (
 	"errors"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -96,6 +97,13 @@ proxy:
   eject_after: 0
   tie_break: id
   slow_start: 20s
+  max_connections: 500
+  header_timeout: 5s
+  client_timeout: 20s
+  idle_timeout: 30s
+  shutdown_timeout: 15s
+  buffer_request_body: 1024
+  trusted_proxies: ["10.0.0.0/8", "192.168.1.7", "10.1.2.3/16"]
 services:
   web:
     warning_threshold: 2
@@ -129,7 +137,11 @@ alarms:
 		Poll:    Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024},
 		Warning: Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
 		Proxy: Proxy{BackendTimeout: 90 * time.Second, MaxRequestBody: 2048, Retries: 0, EjectAfter: 0,
-			TieBreak: TieBreakID, SlowStart: 20 * time.Second},
+			TieBreak: TieBreakID, SlowStart: 20 * time.Second,
+			MaxConnections: 500, HeaderTimeout: 5 * time.Second, ClientTimeout: 20 * time.Second,
+			IdleTimeout: 30 * time.Second, ShutdownTimeout: 15 * time.Second, BufferRequestBody: 1024,
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"),
+				netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("10.1.0.0/16")}},
 		Services: map[string]Service{
 			"web": {WarningThreshold: 2, WarningScope: ScopeService},
 			"api": {WarningThreshold: 1, WarningScope: ScopeVersion},
@@ -274,6 +286,11 @@ func TestParseBadValues(t *testing.T) {
 			"poll: must be a mapping, got a list (line 14)"}},
 		{name: "section as a scalar", yaml: "proxy: fast\n", want: []string{
 			"proxy: must be a mapping, got a string (line 14)"}},
+		{name: "trusted proxy not a CIDR", yaml: "proxy:\n  trusted_proxies: [10.0.0.0/8, 10.0.0.300/8, proxy.local]\n", want: []string{
+			`proxy.trusted_proxies[1]: "10.0.0.300/8" is not a CIDR such as 10.0.0.0/8 or an IP address (line 15)`,
+			`proxy.trusted_proxies[2]: "proxy.local" is not a CIDR such as 10.0.0.0/8 or an IP address (line 15)`}},
+		{name: "negative connection limit", yaml: "proxy:\n  max_connections: 0\n  header_timeout: 0s\n", want: []string{
+			"proxy.max_connections: must be >= 1 (got 0)", "proxy.header_timeout: must be > 0 (got 0s)"}},
 		{name: "valid value for contrast", yaml: "alarms:\n  dedup_window: 1m\n", want: nil},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package configs
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -63,6 +64,14 @@ type (
 		EjectAfter     field `yaml:"eject_after"`
 		TieBreak       field `yaml:"tie_break"`
 		SlowStart      field `yaml:"slow_start"`
+
+		MaxConnections    field   `yaml:"max_connections"`
+		HeaderTimeout     field   `yaml:"header_timeout"`
+		ClientTimeout     field   `yaml:"client_timeout"`
+		IdleTimeout       field   `yaml:"idle_timeout"`
+		ShutdownTimeout   field   `yaml:"shutdown_timeout"`
+		BufferRequestBody field   `yaml:"buffer_request_body"`
+		TrustedProxies    []field `yaml:"trusted_proxies"`
 	}
 	rawService struct {
 		WarningThreshold field `yaml:"warning_threshold"`
@@ -113,6 +122,23 @@ func (cv converter) str(f field, path string, dst *string) {
 	if n := cv.scalar(f, path, "a string"); n != nil {
 		*dst = n.Value
 	}
+}
+
+// prefix appends the CIDR (or the single address, as a one-address prefix) that f holds.
+func (cv converter) prefix(f field, path string, dst *[]netip.Prefix) {
+	n := cv.scalar(f, path, "a CIDR such as 10.0.0.0/8")
+	if n == nil {
+		return
+	}
+	if pfx, err := netip.ParsePrefix(n.Value); err == nil {
+		*dst = append(*dst, pfx.Masked())
+		return
+	}
+	if a, err := netip.ParseAddr(n.Value); err == nil {
+		*dst = append(*dst, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		return
+	}
+	cv.p.unusable(path, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or an IP address (line %d)", n.Value, n.Line))
 }
 
 func (cv converter) integer(f field, path string, dst *int) {
@@ -184,6 +210,15 @@ func (r *rawConfig) config(p *problemList) *Config {
 	cv.integer(r.Proxy.EjectAfter, "proxy.eject_after", &c.Proxy.EjectAfter)
 	cv.str(r.Proxy.TieBreak, "proxy.tie_break", &c.Proxy.TieBreak)
 	cv.duration(r.Proxy.SlowStart, "proxy.slow_start", &c.Proxy.SlowStart)
+	cv.integer(r.Proxy.MaxConnections, "proxy.max_connections", &c.Proxy.MaxConnections)
+	cv.duration(r.Proxy.HeaderTimeout, "proxy.header_timeout", &c.Proxy.HeaderTimeout)
+	cv.duration(r.Proxy.ClientTimeout, "proxy.client_timeout", &c.Proxy.ClientTimeout)
+	cv.duration(r.Proxy.IdleTimeout, "proxy.idle_timeout", &c.Proxy.IdleTimeout)
+	cv.duration(r.Proxy.ShutdownTimeout, "proxy.shutdown_timeout", &c.Proxy.ShutdownTimeout)
+	cv.integer(r.Proxy.BufferRequestBody, "proxy.buffer_request_body", &c.Proxy.BufferRequestBody)
+	for i, f := range r.Proxy.TrustedProxies {
+		cv.prefix(f, fmt.Sprintf("proxy.trusted_proxies[%d]", i), &c.Proxy.TrustedProxies)
+	}
 
 	cv.str(r.Alarms.Webhook, "alarms.webhook", &c.Alarms.Webhook)
 	cv.duration(r.Alarms.DedupWindow, "alarms.dedup_window", &c.Alarms.DedupWindow)

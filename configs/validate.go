@@ -68,6 +68,12 @@ func (c *Config) validateTop(p *problemList) {
 	if c.Proxy.SlowStart < 0 {
 		p.add("proxy.slow_start", "must be >= 0 (got %s)", c.Proxy.SlowStart)
 	}
+	atLeast(p, "proxy.max_connections", c.Proxy.MaxConnections, 1)
+	positive(p, "proxy.header_timeout", c.Proxy.HeaderTimeout)
+	positive(p, "proxy.client_timeout", c.Proxy.ClientTimeout)
+	positive(p, "proxy.idle_timeout", c.Proxy.IdleTimeout)
+	positive(p, "proxy.shutdown_timeout", c.Proxy.ShutdownTimeout)
+	atLeast(p, "proxy.buffer_request_body", c.Proxy.BufferRequestBody, 0)
 
 	if c.Alarms.Webhook != "" {
 		if err := checkWebhook(c.Alarms.Webhook); err != nil {
