@@ -10,6 +10,14 @@
 //     X-Pollbal-Signature (sha256=<hex HMAC-SHA256(secret, timestamp+"\n"+body)>); a request
 //     that fails the check answers 401 and does not touch the lock.
 //   - GET /_backend/stats answers JSON counters (not counted itself).
+//   - GET /blob?size=N streams N bytes generated chunk by chunk (never held whole), with
+//     Content-Length unless chunked=1; chunk=C sets the piece size, delay=D pauses before each
+//     piece after the first (each piece is then flushed), hold=D pauses before the headers.
+//   - POST /upload reads the body to the end, discarding it, and answers {"bytes": N}.
+//   - /switch answers 101 Switching Protocols to any request and holds the connection open:
+//     a misbehaving backend, for testing that a proxy does not pass it on.
+//   - GET /_backend/streams answers JSON counters of those: blobs sent whole, blobs cancelled
+//     because the client connection closed first, uploads and the latest upload's size, 101s.
 //   - Every other path answers 200 "<id>\n" with X-Backend-Id: <id> after -delay; only these
 //     requests count in in_flight, peak_in_flight and requests.
 //

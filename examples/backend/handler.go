@@ -35,6 +35,7 @@ type handler struct {
 	peak     atomic.Int64
 	requests atomic.Int64
 	warnings atomic.Int64
+	streams  streams // the streaming endpoints' counters (streaming.go)
 
 	mu          sync.Mutex
 	lastWarning string
@@ -68,6 +69,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveWarning(w, r)
 	case "/_backend/stats":
 		h.serveStats(w)
+	case "/blob", "/upload", "/switch", "/_backend/streams":
+		h.serveStreaming(w, r)
 	default:
 		h.serveOther(w, r)
 	}
