@@ -8,17 +8,23 @@ import (
 	"pollbal/balancer"
 )
 
-// Handler serves one client request: route by Host, lease a backend, forward, release. It reads
-// one balancer snapshot for the whole request. It never keeps ctx after returning.
+// Handler serves one client request: route by Host, lease a backend, forward, release (a
+// refused method is answered before any of that). It reads one balancer snapshot for the whole
+// request. It never keeps ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.now()
 	snap := p.bal.Snapshot()
 	app := snap.Route(ctx.Host())
 	m := p.metrics.noApp
-	if app == nil {
-		answerNoApp(ctx)
-	} else {
+	if app != nil {
 		m = p.metrics.app(app.Name)
+	}
+	switch {
+	case refusedMethod(ctx.Request.Header.Method()):
+		answerMethodNotAllowed(ctx)
+	case app == nil:
+		answerNoApp(ctx)
+	default:
 		p.forwardSafely(ctx, snap, app, start)
 	}
 	if p.stopping.Load() {

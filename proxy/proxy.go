@@ -74,6 +74,7 @@ func New(o Options) (*Proxy, error) {
 		Handler:               p.Handler,
 		ErrorHandler:          p.errorHandler,
 		HeaderReceived:        p.headerReceived,
+		ExpectHandler:         p.expectContinue,
 		Logger:                serverLog{o.Logger},
 		MaxRequestBodySize:    o.Balancer.Snapshot().Config().Proxy.MaxRequestBody,
 		ReadBufferSize:        readBufferSize,

@@ -1,0 +1,55 @@
+package proxy
+
+import (
+	"github.com/valyala/fasthttp"
+)
+
+// reasonMethodNotAllowed is the reason of the 405 for a CONNECT request.
+const reasonMethodNotAllowed = "method_not_allowed"
+
+// allowedMethods is the Allow header of that 405 (RFC 9110 §15.5.6 requires one): the standard
+// methods pollbal forwards. Any other method is forwarded too; CONNECT is the only one refused.
+const allowedMethods = "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE"
+
+// refusedMethod reports whether pollbal refuses a request method itself. CONNECT asks for a
+// tunnel to a host of the client's choosing: pollbal is not a forward proxy, so it never passes
+// one to a backend (which might open that tunnel). Methods are case-sensitive, but a lower-case
+// "connect" is refused too: no backend should be asked to decide what it means.
+func refusedMethod(method []byte) bool {
+	return equalFold(method, fasthttp.MethodConnect)
+}
+
+// answerMethodNotAllowed is the 405 for a refused method. The connection is closed after it:
+// a client that asked for a tunnel may already be sending what it meant to send through it.
+func answerMethodNotAllowed(ctx *fasthttp.RequestCtx) {
+	r := answer(ctx, fasthttp.StatusMethodNotAllowed, reasonMethodNotAllowed)
+	r.Header.Set("Allow", allowedMethods)
+	r.AppendBodyString("method not allowed: pollbal is not a forward proxy\n")
+	r.SetConnectionClose()
+}
+
+// expectContinue decides, from the headers alone, whether a request that asked for
+// "Expect: 100-continue" may send its body (fasthttp's Server.ExpectHandler). A body whose
+// Content-Length already exceeds proxy.max_request_body, and a refused method, are answered at
+// once, before any "100 Continue", so the client never starts sending what would be thrown
+// away; the server then closes the connection. The handler does not run for such a request,
+// so it is counted here.
+func (p *Proxy) expectContinue(ctx *fasthttp.RequestCtx) int {
+	snap := p.bal.Snapshot()
+	limit := snap.Config().Proxy.MaxRequestBody
+	switch {
+	case refusedMethod(ctx.Request.Header.Method()):
+		answerMethodNotAllowed(ctx)
+	case limit > 0 && ctx.Request.Header.ContentLength() > limit:
+		answerBodyTooLarge(ctx, limit)
+	default:
+		return fasthttp.StatusContinue
+	}
+	m := p.metrics.noApp
+	if app := snap.Route(ctx.Host()); app != nil {
+		m = p.metrics.app(app.Name)
+	}
+	code := ctx.Response.StatusCode()
+	m.count(code)
+	return code
+}
