@@ -39,9 +39,10 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkPoller2000 -benchtime 1x ./poller/
 
 # Side-by-side load harness against HAProxy, NGINX, Caddy and a minimal fasthttp proxy
-# (needs ../shared/bench and its setup.sh).
+# (install the peers once with bench/setup.sh; see bench/README.md). About 2 minutes; the
+# results file goes to bench/results/. Knobs pass through the environment, e.g. ROUNDS=3.
 bench-harness: build
-	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal PROXY_CMD=../shared/bench/pollbal.sh PROXY_NAME=pollbal ../shared/bench/run.sh
+	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal bench/run.sh
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+func TestOriginAnswers(t *testing.T) {
+	tests := []struct {
+		name       string
+		method     string
+		path       string
+		wantStatus int
+		wantBody   string // exact body, unless wantLen is set
+		wantLen    int
+	}{
+		{name: "root is 1 KiB", method: "GET", path: "/", wantStatus: 200, wantLen: 1024},
+		{name: "pool answer names the service", method: "GET", path: "/pool", wantStatus: 200, wantBody: "web serving v1"},
+		{name: "stats counts the two served requests before it", method: "GET", path: "/stats", wantStatus: 200, wantBody: "b1 2\n"},
+		{name: "unknown path", method: "GET", path: "/nope", wantStatus: 404, wantBody: "not found\n"},
+		{name: "POST refused", method: "POST", path: "/", wantStatus: 405, wantBody: ""},
+	}
+	o := newOrigin(" b1 ")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ctx fasthttp.RequestCtx
+			ctx.Request.Header.SetMethod(tc.method)
+			ctx.Request.SetRequestURI(tc.path)
+			o.handle(&ctx)
+			if got := ctx.Response.StatusCode(); got != tc.wantStatus {
+				t.Fatalf("status = %d, want %d", got, tc.wantStatus)
+			}
+			body := string(ctx.Response.Body())
+			if tc.wantLen > 0 {
+				if len(body) != tc.wantLen {
+					t.Fatalf("body length = %d, want %d", len(body), tc.wantLen)
+				}
+			} else if body != tc.wantBody {
+				t.Fatalf("body = %q, want %q", body, tc.wantBody)
+			}
+			if got := string(ctx.Response.Header.Peek("X-Backend")); got != "b1" {
+				t.Fatalf("X-Backend = %q, want b1", got)
+			}
+		})
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	tests := []struct {
+		name    string
+		addr    string
+		wantErr string
+	}{
+		{name: "ipv4 loopback", addr: "127.0.0.1:18081"},
+		{name: "localhost", addr: "localhost:18081"},
+		{name: "all interfaces", addr: ":18081", wantErr: "non-loopback"},
+		{name: "public address", addr: "192.0.2.1:80", wantErr: "non-loopback"},
+		{name: "no port", addr: "127.0.0.1", wantErr: "bad address"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := loopbackOnly(tc.addr)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("loopbackOnly(%q) = %v, want nil", tc.addr, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("loopbackOnly(%q) = %v, want an error containing %q", tc.addr, err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs pollbal as the bench harness's extra target: writes a config for BENCH_LISTEN/BENCH_BACKENDS
+# (exported by run.sh) and execs `pollbal run`. `make bench-harness` does this; by hand:
+#   PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal bench/run.sh
+# POLLBAL_BIN picks the binary (default: build ./cmd/pollbal of this checkout into a temp dir first).
+# POLLBAL_CAPACITY (default 4096) is each backend's capacity; POLLBAL_EXTRA is appended to the proxy: block.
+set -euo pipefail
+listen=${BENCH_LISTEN:?run me from bench/run.sh (BENCH_LISTEN unset)}
+backends=${BENCH_BACKENDS:?BENCH_BACKENDS unset}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=$(mktemp -d /tmp/pollbal-bench.XXXXXX)
+bin=${POLLBAL_BIN:-}
+if [[ -z $bin ]]; then
+  (cd "$repo" && go build -o "$dir/pollbal" ./cmd/pollbal)
+  bin=$dir/pollbal
+fi
+port=${listen##*:}
+admin="127.0.0.1:$((port + 1000))"
+{
+  echo "site: bench"
+  echo "listen: $listen"
+  echo "admin:"
+  echo "  listen: $admin"
+  echo "services:"
+  echo "  web:"
+  echo "    warning_threshold: 0"
+  echo "apps:"
+  echo "  - name: bench"
+  echo '    hosts: ["*"]'
+  echo "    service: web"
+  echo "proxy:"
+  echo "  retries: 1"
+  [[ -n ${POLLBAL_EXTRA:-} ]] && printf '%s\n' "$POLLBAL_EXTRA"
+  echo "backends:"
+  i=0
+  IFS=, read -ra list <<<"$backends"
+  for b in "${list[@]}"; do
+    i=$((i + 1))
+    echo "  - id: b$i"
+    echo "    address: $b"
+    echo "    capacity: ${POLLBAL_CAPACITY:-4096}"
+  done
+} >"$dir/pollbal.yaml"
+exec "$bin" run -config "$dir/pollbal.yaml"

@@ -1,0 +1,483 @@
+#!/usr/bin/env bash
+# run.sh - side-by-side HTTP reverse-proxy benchmark on 127.0.0.1.
+#
+# Starts 2 backends (bench/backend), then haproxy, nginx, caddy and the
+# fasthttp reference proxy (bench/refproxy) in front of them, and measures
+# each target with wrk in interleaved rounds (A B C D A B C D) so that drift
+# shows. Prints one table and writes it, with the command, the date and the
+# machine, to bench/results/results-<date>_<time>.md.
+# Install the peers first with bench/setup.sh; `make bench-harness` runs this
+# with pollbal added as the extra target.
+#
+# Usage:  bench/run.sh [--proxy-cmd CMD] [--proxy-addr HOST:PORT] [--proxy-name NAME]
+#
+# Extra target (the hook for pollbal or any other proxy), env or flags:
+#   PROXY_CMD   shell command that starts the proxy in the FOREGROUND (no
+#               daemonizing); run from the caller's working directory.
+#               Placeholders: {ADDR} listen host:port, {HOST}, {PORT},
+#               {BACKENDS} comma-separated backend host:port list.
+#               Also exported to it: BENCH_LISTEN, BENCH_BACKENDS.
+#   PROXY_ADDR  where it listens (default 127.0.0.1:$((BASE_PORT+19))); loopback only
+#   PROXY_NAME  label in the table (default "extra")
+#   e.g. PROXY_CMD='/path/pollbal -listen {ADDR} -backends {BACKENDS}' bench/run.sh
+#
+# Knobs (env, defaults in brackets):
+#   DURATION [8] seconds per measured run   CONNS [50]   THREADS [1]
+#   ROUNDS [2]    WARMUP [1] seconds per target before round 1 (0 = none)
+#   GAP [1] seconds idle between runs       BASE_PORT [18080]
+#   TARGETS ["direct haproxy nginx caddy refproxy"]  (extra is appended)
+#   URL_PATH [/]  path requested (/ = 1 KiB body, /pool = 14 bytes)
+#   PIN [0]       1 = wrk on the last CPU, every server on the others (taskset)
+#   OUT_DIR [bench/results]  where results-<date>_<time>.md goes
+#   KEEP [0]      1 = keep the temp dir (configs, logs, raw wrk output)
+#   MAX_SECONDS [180]  refuse settings whose estimated run time is longer
+#   READY_TIMEOUT [15] seconds a server gets to answer after start
+#
+# Every process it starts is ended by PID (and its descendants by PID) on
+# exit, Ctrl-C or error. Everything listens on 127.0.0.1 only.
+set -Eeuo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
+ORIG_PWD=$PWD
+# The command as invoked, with the knobs that were set, for the results file.
+INVOCATION="$0${*:+ $*}"
+for v in DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH PIN MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD POLLBAL_CAPACITY POLLBAL_EXTRA; do
+  [ -n "${!v+x}" ] && INVOCATION="$v=${!v@Q} $INVOCATION"
+done
+export PATH=/usr/local/go/bin:$PATH
+
+DURATION=${DURATION:-8}
+CONNS=${CONNS:-50}
+THREADS=${THREADS:-1}
+ROUNDS=${ROUNDS:-2}
+WARMUP=${WARMUP:-1}
+GAP=${GAP:-1}
+BASE_PORT=${BASE_PORT:-18080}
+TARGETS=${TARGETS:-"direct haproxy nginx caddy refproxy"}
+URL_PATH=${URL_PATH:-/}
+PIN=${PIN:-0}
+OUT_DIR=${OUT_DIR:-$BENCH_DIR/results}
+KEEP=${KEEP:-0}
+MAX_SECONDS=${MAX_SECONDS:-180}
+READY_TIMEOUT=${READY_TIMEOUT:-15}
+PROXY_CMD=${PROXY_CMD:-}
+PROXY_ADDR=${PROXY_ADDR:-}
+PROXY_NAME=${PROXY_NAME:-extra}
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --proxy-cmd) PROXY_CMD=$2; shift 2 ;;
+    --proxy-addr) PROXY_ADDR=$2; shift 2 ;;
+    --proxy-name) PROXY_NAME=$2; shift 2 ;;
+    -h|--help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+for t in wrk haproxy nginx caddy curl go ss taskset; do
+  command -v "$t" >/dev/null || die "missing '$t' - run bench/setup.sh first"
+done
+
+HOST=127.0.0.1
+BE_PORTS=($((BASE_PORT + 1)) $((BASE_PORT + 2)))
+BACKENDS="$HOST:${BE_PORTS[0]},$HOST:${BE_PORTS[1]}"
+declare -A ADDR=(
+  [direct]="$HOST:${BE_PORTS[0]}"
+  [haproxy]="$HOST:$((BASE_PORT + 11))"
+  [nginx]="$HOST:$((BASE_PORT + 12))"
+  [caddy]="$HOST:$((BASE_PORT + 13))"
+  [refproxy]="$HOST:$((BASE_PORT + 14))"
+)
+
+if [ -n "$PROXY_CMD" ] || [ -n "$PROXY_ADDR" ]; then
+  [ -n "$PROXY_CMD" ] || die "PROXY_ADDR given without PROXY_CMD"
+  PROXY_ADDR=${PROXY_ADDR:-$HOST:$((BASE_PORT + 19))}
+  [[ $PROXY_NAME =~ ^[A-Za-z0-9._-]+$ ]] || die "PROXY_NAME must be [A-Za-z0-9._-]+"
+  [ -z "${ADDR[$PROXY_NAME]+x}" ] || die "PROXY_NAME '$PROXY_NAME' clashes with a built-in target"
+  ADDR[$PROXY_NAME]=$PROXY_ADDR
+  TARGETS="$TARGETS $PROXY_NAME"
+fi
+read -r -a TLIST <<<"$TARGETS"
+for t in "${TLIST[@]}"; do
+  [ -n "${ADDR[$t]+x}" ] || die "unknown target '$t'"
+  a=${ADDR[$t]}
+  [[ $a =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+:[0-9]+$ ]] || die "target $t address '$a' is not 127.x.x.x:port - loopback only"
+done
+
+# --- time bound -------------------------------------------------------------
+NT=${#TLIST[@]}
+EST=$(( 12 + NT * (WARMUP + 1) + ROUNDS * NT * (DURATION + GAP + 1) ))
+[ "$EST" -le "$MAX_SECONDS" ] || die "estimated ${EST}s > MAX_SECONDS=$MAX_SECONDS; lower ROUNDS/DURATION or raise MAX_SECONDS"
+
+# --- CPU pinning --------------------------------------------------------------
+NCPU=$(nproc)
+SRV_PREFIX=() WRK_PREFIX=()
+if [ "$PIN" = 1 ]; then
+  [ "$NCPU" -ge 2 ] || die "PIN=1 needs >= 2 CPUs"
+  SRV_PREFIX=(taskset -c "0-$((NCPU - 2))")
+  WRK_PREFIX=(taskset -c "$((NCPU - 1))")
+fi
+
+# --- process bookkeeping and cleanup ------------------------------------------
+RUN=$(mktemp -d /tmp/proxybench.XXXXXX)
+chmod 755 "$RUN"
+declare -a PIDS=()
+WRK_PID=""
+declare -A PID_OF=()
+
+descendants() { # print all descendant PIDs of $1, depth first
+  local k
+  for k in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$k"
+    descendants "$k"
+  done
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  local all=() p
+  for p in ${WRK_PID:-} "${PIDS[@]}"; do
+    kill -0 "$p" 2>/dev/null || continue
+    all+=("$p")
+    while read -r q; do [ -n "$q" ] && all+=("$q"); done < <(descendants "$p")
+  done
+  if [ ${#all[@]} -gt 0 ]; then
+    kill -TERM "${all[@]}" 2>/dev/null || true
+    for _ in $(seq 50); do
+      local alive=0
+      for p in "${all[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+      [ $alive = 0 ] && break
+      sleep 0.1
+    done
+    for p in "${all[@]}"; do kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null; done
+  fi
+  wait 2>/dev/null || true
+  if [ "$KEEP" = 1 ]; then log "kept $RUN"; else rm -rf "$RUN"; fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_proc() { # start_proc NAME CMD...  (stdout+stderr -> $RUN/NAME.log)
+  local name=$1; shift
+  "${SRV_PREFIX[@]}" "$@" >"$RUN/$name.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  PID_OF[$name]=$pid
+}
+
+port_busy() { [ -n "$(ss -Htln "sport = :${1##*:}" 2>/dev/null)" ]; }
+
+wait_ready() { # wait_ready NAME ADDR : 200 on GET / before READY_TIMEOUT
+  local name=$1 addr=$2 pid=${PID_OF[$1]}
+  for _ in $(seq $((READY_TIMEOUT * 10))); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "---- $name log ----" >&2; tail -20 "$RUN/$name.log" >&2
+      die "$name exited during start"
+    fi
+    curl -fsS -o /dev/null --max-time 1 "http://$addr/" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "---- $name log ----" >&2; tail -20 "$RUN/$name.log" >&2
+  die "$name not answering on $addr after ${READY_TIMEOUT}s"
+}
+
+check_target() { # responses must be the backend's, through the proxy
+  local name=$1 addr=$2 n body
+  n=$(curl -fsS --max-time 2 "http://$addr/" | wc -c) || n=0
+  body=$(curl -fsS --max-time 2 "http://$addr/pool") || body=
+  [ "$n" = 1024 ] && [ "$body" = "web serving v1" ] && return 0
+  log "WARNING: $name failed the sanity check (GET / = $n bytes, /pool = '$body'); skipping it"
+  return 1
+}
+
+# --- build the Go programs ----------------------------------------------------
+mkdir -p "$RUN/bin"
+log "building backend and refproxy ($(go version | awk '{print $3}'))"
+(cd "$REPO_DIR" && go build -trimpath -o "$RUN/bin/backend" ./bench/backend)
+(cd "$REPO_DIR" && go build -trimpath -o "$RUN/bin/refproxy" ./bench/refproxy)
+
+# --- ports must be free --------------------------------------------------------
+for p in "${BE_PORTS[@]}"; do port_busy "$p" && die "port $p already in use"; done
+for t in "${TLIST[@]}"; do
+  [ "$t" = direct ] && continue
+  port_busy "${ADDR[$t]}" && die "port of $t (${ADDR[$t]}) already in use"
+done
+
+# --- backends ------------------------------------------------------------------
+start_proc b1 "$RUN/bin/backend" -addr "$HOST:${BE_PORTS[0]}" -name b1
+start_proc b2 "$RUN/bin/backend" -addr "$HOST:${BE_PORTS[1]}" -name b2
+wait_ready b1 "$HOST:${BE_PORTS[0]}"
+wait_ready b2 "$HOST:${BE_PORTS[1]}"
+PID_OF[direct]=""
+
+# --- proxies -------------------------------------------------------------------
+write_haproxy() {
+  mkdir -p "$RUN/haproxy"
+  local nofile maxconn
+  nofile=$(ulimit -n); [ "$nofile" = unlimited ] && nofile=1000000
+  maxconn=$(( (nofile - 200) / 2 )); [ $maxconn -gt 10000 ] && maxconn=10000
+  cat >"$RUN/haproxy/haproxy.cfg" <<EOF
+global
+    maxconn $maxconn
+    # nbthread defaults to the number of CPUs ($NCPU)
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+    timeout http-keep-alive 30s
+    option http-keep-alive
+
+frontend fe
+    bind ${ADDR[haproxy]}
+    default_backend be
+
+backend be
+    balance leastconn
+    server b1 $HOST:${BE_PORTS[0]}
+    server b2 $HOST:${BE_PORTS[1]}
+EOF
+}
+
+write_nginx() {
+  local d=$RUN/nginx user=""
+  mkdir -p "$d/tmp"
+  [ "$(id -u)" = 0 ] && user="user root;"
+  cat >"$d/nginx.conf" <<EOF
+$user
+worker_processes auto;
+daemon off;
+master_process on;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    keepalive_timeout 60s;
+    keepalive_requests 1000000;
+    client_body_temp_path $d/tmp/body;
+    proxy_temp_path $d/tmp/proxy;
+    fastcgi_temp_path $d/tmp/fastcgi;
+    uwsgi_temp_path $d/tmp/uwsgi;
+    scgi_temp_path $d/tmp/scgi;
+    upstream be {
+        least_conn;
+        server $HOST:${BE_PORTS[0]};
+        server $HOST:${BE_PORTS[1]};
+        keepalive 64;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen ${ADDR[nginx]};
+        location / {
+            proxy_pass http://be;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+}
+
+write_caddy() {
+  mkdir -p "$RUN/caddy/config" "$RUN/caddy/data"
+  cat >"$RUN/caddy/Caddyfile" <<EOF
+{
+	admin off
+	auto_https off
+}
+
+http://${ADDR[caddy]} {
+	bind $HOST
+	reverse_proxy $HOST:${BE_PORTS[0]} $HOST:${BE_PORTS[1]} {
+		lb_policy least_conn
+	}
+}
+EOF
+}
+
+for t in "${TLIST[@]}"; do
+  case $t in
+    direct) ;;
+    haproxy)
+      write_haproxy
+      haproxy -c -q -f "$RUN/haproxy/haproxy.cfg" >"$RUN/haproxy.check" 2>&1 || { cat "$RUN/haproxy.check" >&2; die "haproxy config invalid"; }
+      start_proc haproxy haproxy -db -f "$RUN/haproxy/haproxy.cfg" ;;
+    nginx)
+      write_nginx
+      start_proc nginx nginx -p "$RUN/nginx" -e "$RUN/nginx/error.log" -c "$RUN/nginx/nginx.conf" ;;
+    caddy)
+      write_caddy
+      start_proc caddy env XDG_CONFIG_HOME="$RUN/caddy/config" XDG_DATA_HOME="$RUN/caddy/data" HOME="$RUN/caddy" \
+        caddy run --config "$RUN/caddy/Caddyfile" --adapter caddyfile ;;
+    refproxy)
+      start_proc refproxy "$RUN/bin/refproxy" -addr "${ADDR[refproxy]}" -backends "$BACKENDS" ;;
+    *) # the extra target
+      cmd=$PROXY_CMD
+      cmd=${cmd//\{ADDR\}/$PROXY_ADDR}
+      cmd=${cmd//\{HOST\}/${PROXY_ADDR%:*}}
+      cmd=${cmd//\{PORT\}/${PROXY_ADDR##*:}}
+      cmd=${cmd//\{BACKENDS\}/$BACKENDS}
+      echo "$cmd" >"$RUN/$t.cmd"
+      start_proc "$t" env BENCH_LISTEN="$PROXY_ADDR" BENCH_BACKENDS="$BACKENDS" bash -c "cd \"\$1\" && $cmd" bash "$ORIG_PWD" ;;
+  esac
+done
+
+ACTIVE=()
+for t in "${TLIST[@]}"; do
+  [ "$t" = direct ] || wait_ready "$t" "${ADDR[$t]}"
+  if check_target "$t" "${ADDR[$t]}"; then ACTIVE+=("$t"); fi
+done
+[ ${#ACTIVE[@]} -gt 0 ] || die "no target passed the sanity check"
+
+# --- measurement helpers --------------------------------------------------------
+cpu_ticks() { # sum of utime+stime (clock ticks) of the given PIDs and their descendants
+  local total=0 p q s
+  local -a f
+  for p in "$@"; do
+    [ -n "$p" ] || continue
+    for q in "$p" $(descendants "$p"); do
+      s=$(cat "/proc/$q/stat" 2>/dev/null) || continue
+      s=${s##*) }
+      read -r -a f <<<"$s"
+      total=$((total + f[11] + f[12]))
+    done
+  done
+  echo "$total"
+}
+sys_cpu() { # "busy total steal" jiffies summed over all CPUs
+  awk '/^cpu /{t=0; for(i=2;i<=9;i++) t+=$i; print t-$5-$6, t, $9; exit}' /proc/stat  # user..steal; guest is inside user
+}
+be_count() { curl -fsS --max-time 2 "http://$HOST:$1/stats" 2>/dev/null | awk '{print $2}' || echo 0; }
+to_ms() { # wrk latency "301.00us" / "1.02ms" / "2.00s" -> ms
+  awk -v v="$1" 'BEGIN{ if (v ~ /us$/) {sub(/us$/,"",v); printf "%.3f", v/1000}
+                       else if (v ~ /ms$/) {sub(/ms$/,"",v); printf "%.3f", v}
+                       else if (v ~ /m$/)  {sub(/m$/,"",v);  printf "%.3f", v*60000}
+                       else if (v ~ /s$/)  {sub(/s$/,"",v);  printf "%.3f", v*1000}
+                       else printf "nan" }'
+}
+HZ=$(getconf CLK_TCK)
+TSV=$RUN/results.tsv
+: >"$TSV"
+
+run_wrk() { # run_wrk TARGET DURATION OUTFILE  (in the background, so a signal interrupts the wait)
+  local t=$1 d=$2 out=$3
+  ( "${WRK_PREFIX[@]}" timeout $((d + 15)) wrk -t"$THREADS" -c"$CONNS" -d"${d}s" --latency "http://${ADDR[$t]}$URL_PATH" >"$out" 2>&1 || echo "wrk exit $?" >>"$out"
+    times >"$out.times" ) &
+  WRK_PID=$!
+  wait "$WRK_PID" || true
+  WRK_PID=""
+}
+
+measure() { # measure ROUND TARGET
+  local r=$1 t=$2 out="$RUN/wrk-r$1-$2.txt"
+  local c1 c2 c1b c2b px0 px1 be0 be1 s0 s1 w0 w1
+  c1=$(be_count "${BE_PORTS[0]}"); c2=$(be_count "${BE_PORTS[1]}")
+  px0=$(cpu_ticks ${PID_OF[$t]}); be0=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
+  s0=$(sys_cpu); w0=$EPOCHREALTIME
+  run_wrk "$t" "$DURATION" "$out"
+  w1=$EPOCHREALTIME; s1=$(sys_cpu)
+  px1=$(cpu_ticks ${PID_OF[$t]}); be1=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
+  c1b=$(be_count "${BE_PORTS[0]}"); c2b=$(be_count "${BE_PORTS[1]}")
+  local rps p50 p99 errs nreq
+  rps=$(awk '/^Requests\/sec:/{print $2}' "$out"); rps=${rps:-0}
+  p50=$(to_ms "$(awk '$1=="50%"{print $2}' "$out")")
+  p99=$(to_ms "$(awk '$1=="99%"{print $2}' "$out")")
+  errs=$(awk '/Socket errors:/{gsub(/,/,""); s+=$4+$6+$8+$10} /Non-2xx or 3xx/{s+=$NF} /^wrk exit/{s+=1000000} END{print s+0}' "$out")
+  nreq=$(awk '/requests in/{print $1}' "$out")
+  local wrk_cpu
+  wrk_cpu=$(awk 'NR==2{n=split($1 " " $2,a," "); t=0; for(i=1;i<=n;i++){split(a[i],b,"m"); sub(/s$/,"",b[2]); t+=b[1]*60+b[2]} print t}' "$out.times")
+  local sysd
+  sysd=$(awk -v a="$s0" -v b="$s1" 'BEGIN{split(a,x," "); split(b,y," "); printf "%d\t%d\t%d", y[1]-x[1], y[2]-x[2], y[3]-x[3]}')
+  # columns: 1 round 2 target 3 rps 4 p50 5 p99 6 errs 7 nreq 8 req_b1 9 req_b2 10 wrk_cpu_s
+  #          11 proxy_ticks 12 backend_ticks 13 wall_s 14 busy 15 total 16 steal (jiffies, all CPUs)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+    "$r" "$t" "$rps" "$p50" "$p99" "$errs" "${nreq:-0}" \
+    "$((c1b - c1))" "$((c2b - c2))" "$wrk_cpu" "$((px1 - px0))" "$((be1 - be0))" \
+    "$(awk -v a="$w0" -v b="$w1" 'BEGIN{printf "%.3f", b-a}')" "$sysd" >>"$TSV"
+  log "round $r  $(printf '%-10s' "$t") $(printf '%10.0f' "$rps") req/s  p50 ${p50}ms  p99 ${p99}ms  errors $errs"
+}
+
+# --- run -------------------------------------------------------------------------
+log "targets: ${ACTIVE[*]}  (${ROUNDS} rounds x ${DURATION}s, wrk -t$THREADS -c$CONNS, PIN=$PIN, est. ${EST}s)"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+if [ "$WARMUP" -gt 0 ]; then
+  for t in "${ACTIVE[@]}"; do run_wrk "$t" "$WARMUP" "$RUN/warmup-$t.txt"; done
+  sleep "$GAP"
+fi
+for r in $(seq "$ROUNDS"); do
+  for t in "${ACTIVE[@]}"; do
+    measure "$r" "$t"
+    sleep "$GAP"
+  done
+done
+
+# --- report ------------------------------------------------------------------------
+STAMP=$(date +%Y-%m-%d_%H%M%S)
+mkdir -p "$OUT_DIR" 2>/dev/null || true
+RESULT=$OUT_DIR/results-$STAMP.md
+touch "$RESULT" 2>/dev/null || RESULT=$ORIG_PWD/results-$STAMP.md
+
+vers() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
+FASTHTTP_V=$(awk '{for(i=1;i<NF;i++) if($i=="github.com/valyala/fasthttp") print $(i+1)}' "$REPO_DIR/go.mod")
+
+TABLE=$(awk -F'\t' -v hz="$HZ" -v ncpu="$NCPU" '
+  { r[NR]=$1; t[NR]=$2; rps[NR]=$3+0; p50[NR]=$4+0; p99[NR]=$5+0; err[NR]=$6+0; b1[NR]=$8+0; b2[NR]=$9+0;
+    wc[NR]=$10; px[NR]=$11; be[NR]=$12; wall[NR]=$13; busy[NR]=($15>0? $14/$15*ncpu : 0); st[NR]=($15>0? $16/$15*ncpu : 0);
+    if ($2=="direct") d[$1]=$3+0; n=NR
+    if (!($2 in seen)) { seen[$2]=1; order[++no]=$2 } }
+  END {
+    print "| round | target | req/s | p50 ms | p99 ms | vs direct | errors | split b1/b2 % | CPU wrk | CPU proxy | CPU backends | machine busy |"
+    print "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for (i=1;i<=n;i++) {
+      ratio = (r[i] in d && d[r[i]]>0) ? sprintf("%.2f", rps[i]/d[r[i]]) : "n/a"
+      tot=b1[i]+b2[i]; split_ = tot>0 ? sprintf("%.0f/%.0f", 100*b1[i]/tot, 100*b2[i]/tot) : "-"
+      pxs = (t[i]=="direct") ? "-" : sprintf("%.2f", px[i]/hz/wall[i])
+      printf "| %s | %s | %.0f | %.2f | %.2f | %s | %d | %s | %.2f | %s | %.2f | %.2f / %d |\n", r[i], t[i], rps[i], p50[i], p99[i], ratio, err[i], split_, wc[i]/wall[i], pxs, be[i]/hz/wall[i], busy[i], ncpu
+      sr[t[i]]+=rps[i]; s50[t[i]]+=p50[i]; s99[t[i]]+=p99[i]; cnt[t[i]]++
+      if (!(t[i] in mn) || rps[i]<mn[t[i]]) mn[t[i]]=rps[i]; if (rps[i]>mx[t[i]]) mx[t[i]]=rps[i]
+      if (st[i]>maxst) maxst=st[i]
+    }
+    print ""
+    print "| target (mean of rounds) | req/s | min-max spread | p50 ms | p99 ms | vs direct |"
+    print "|---|---:|---:|---:|---:|---:|"
+    for (k=1;k<=no;k++) { x=order[k]; m=sr[x]/cnt[x]
+      dr = ("direct" in sr) ? sprintf("%.2f", m/(sr["direct"]/cnt["direct"])) : "n/a"
+      printf "| %s | %.0f | %.1f%% | %.2f | %.2f | %s |\n", x, m, (m>0?100*(mx[x]-mn[x])/m:0), s50[x]/cnt[x], s99[x]/cnt[x], dr }
+    printf "\nmax CPU steal seen during a run: %.2f cores\n", maxst
+  }' "$TSV")
+
+{
+  echo "# Proxy benchmark $STAMP"
+  echo
+  echo "- command: \`$INVOCATION\` (from $(cd "$ORIG_PWD" && git describe --always --dirty 2>/dev/null || echo "?"))"
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "- machine: $NCPU CPUs ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)), $(awk -F= '$1=="PRETTY_NAME"{gsub(/"/,"",$2); print $2}' /etc/os-release 2>/dev/null), Linux $(uname -r), $(awk '/MemTotal/{printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo), load before run: $LOAD_BEFORE"
+  echo "- load: wrk -t$THREADS -c$CONNS -d${DURATION}s --latency GET $URL_PATH, $ROUNDS interleaved rounds, ${WARMUP}s warm-up per target, ${GAP}s gap; PIN=$PIN"
+  echo "- versions: haproxy $(vers haproxy), nginx $(vers nginx), caddy $(vers caddy), wrk $(vers wrk), $(go version | awk '{print $3}'), fasthttp $FASTHTTP_V"
+  echo "- backends: 2 x bench/backend (fasthttp, 1 KiB body) on $BACKENDS; direct = wrk straight to b1"
+  [ -n "$PROXY_CMD" ] && echo "- extra target '$PROXY_NAME' on $PROXY_ADDR: \`$PROXY_CMD\`"
+  echo "- CPU columns are cores used during the run (CPU-seconds / wall seconds); wrk, proxy and backends share the same $NCPU cores, so every number includes contention"
+  echo
+  echo "$TABLE"
+  echo
+  echo "<details><summary>raw wrk output</summary>"
+  echo
+  echo '```'
+  for f in "$RUN"/wrk-r*.txt; do echo "== $(basename "$f" .txt)"; cat "$f"; done
+  echo '```'
+  echo "</details>"
+} >"$RESULT"
+
+echo
+echo "$TABLE"
+echo
+log "results written to $RESULT"
