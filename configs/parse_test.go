@@ -103,7 +103,7 @@ proxy:
   idle_timeout: 30s
   shutdown_timeout: 15s
   buffer_request_body: 1024
-  trusted_proxies: ["10.0.0.0/8", "192.168.1.7", "10.1.2.3/16"]
+  trusted_proxies: ["10.0.0.0/8", "192.168.1.7", "::ffff:10.1.0.0/112"]
 services:
   web:
     warning_threshold: 2
@@ -289,6 +289,11 @@ func TestParseBadValues(t *testing.T) {
 		{name: "trusted proxy not a CIDR", yaml: "proxy:\n  trusted_proxies: [10.0.0.0/8, 10.0.0.300/8, proxy.local]\n", want: []string{
 			`proxy.trusted_proxies[1]: "10.0.0.300/8" is not a CIDR such as 10.0.0.0/8 or an IP address (line 15)`,
 			`proxy.trusted_proxies[2]: "proxy.local" is not a CIDR such as 10.0.0.0/8 or an IP address (line 15)`}},
+		{name: "trusted proxy CIDR with host bits or a zone", yaml: "proxy:\n  trusted_proxies: [10.1.2.3/16, \"fe80::1%eth0\"]\n", want: []string{
+			`proxy.trusted_proxies[0]: "10.1.2.3/16" has address bits past its /16: write 10.1.0.0/16 for the network, or 10.1.2.3/32 for the one address (line 15)`,
+			`proxy.trusted_proxies[1]: "fe80::1%eth0" has an IPv6 zone: trusted proxies are matched by address alone (line 15)`}},
+		{name: "trusted proxies as a string", yaml: "proxy:\n  trusted_proxies: 10.0.0.0/8\n", want: []string{
+			`proxy.trusted_proxies: must be a list, got a string (line 15)`}},
 		{name: "negative connection limit", yaml: "proxy:\n  max_connections: 0\n  header_timeout: 0s\n", want: []string{
 			"proxy.max_connections: must be >= 1 (got 0)", "proxy.header_timeout: must be > 0 (got 0s)"}},
 		{name: "valid value for contrast", yaml: "alarms:\n  dedup_window: 1m\n", want: nil},

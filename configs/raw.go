@@ -124,21 +124,19 @@ func (cv converter) str(f field, path string, dst *string) {
 	}
 }
 
-// prefix appends the CIDR (or the single address, as a one-address prefix) that f holds.
+// prefix appends the trusted-proxy CIDR (or single address) that f holds; see
+// ParseTrustedProxy.
 func (cv converter) prefix(f field, path string, dst *[]netip.Prefix) {
 	n := cv.scalar(f, path, "a CIDR such as 10.0.0.0/8")
 	if n == nil {
 		return
 	}
-	if pfx, err := netip.ParsePrefix(n.Value); err == nil {
-		*dst = append(*dst, pfx.Masked())
+	pfx, err := ParseTrustedProxy(n.Value)
+	if err != nil {
+		cv.p.unusable(path, fmt.Errorf("%w (line %d)", err, n.Line))
 		return
 	}
-	if a, err := netip.ParseAddr(n.Value); err == nil {
-		*dst = append(*dst, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-		return
-	}
-	cv.p.unusable(path, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or an IP address (line %d)", n.Value, n.Line))
+	*dst = append(*dst, pfx)
 }
 
 func (cv converter) integer(f field, path string, dst *int) {

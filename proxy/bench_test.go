@@ -94,6 +94,7 @@ func BenchmarkPrepareRequest(b *testing.B) {
 			"Accept-Encoding", "gzip, br", "Cookie", "a=1; b=2", "X-Forwarded-For", "127.0.0.9"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
+			untrusted := newTrustedNets(&configs.Config{})
 			h := newHandlerCall()
 			for i := 0; i+1 < len(bc.headers); i += 2 {
 				h.tmpl.Header.Add(bc.headers[i], bc.headers[i+1])
@@ -102,7 +103,7 @@ func BenchmarkPrepareRequest(b *testing.B) {
 			for b.Loop() {
 				h.tmpl.CopyTo(&h.ctx.Request)
 				h.ctx.URI() // parsed before the handler runs, as fasthttp's server does
-				prepareRequest(&h.ctx)
+				prepareRequest(&h.ctx, untrusted)
 			}
 		})
 		b.Run(bc.name+"/copy-only", func(b *testing.B) { // the baseline to subtract

@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"net"
-	"net/netip"
-
 	"github.com/valyala/fasthttp"
 )
 
@@ -18,7 +15,14 @@ const (
 	headerForwardedProto = "X-Forwarded-Proto"
 )
 
-// forwardedKind tells which X-Forwarded-* header a name is.
+// Client-identity headers: pollbal sets them from a client it does not trust, and keeps
+// them (X-Forwarded-For: appends to it) from a trusted proxy.
+const (
+	headerRealIP    = "X-Real-IP"
+	headerForwarded = "Forwarded" // RFC 7239; pollbal never sets it, only keeps or drops it
+)
+
+// forwardedKind tells which client-identity header a name is.
 type forwardedKind uint8
 
 const (
@@ -26,6 +30,8 @@ const (
 	fwdFor
 	fwdHost
 	fwdProto
+	fwdRealIP
+	fwdForwarded
 )
 
 func forwardedHeader(key []byte) forwardedKind {
@@ -42,34 +48,63 @@ func forwardedHeader(key []byte) forwardedKind {
 		if equalFold(key, headerForwardedProto) {
 			return fwdProto
 		}
+	case len(headerRealIP): // == len(headerForwarded)
+		if equalFold(key, headerRealIP) {
+			return fwdRealIP
+		}
+		if equalFold(key, headerForwarded) {
+			return fwdForwarded
+		}
 	}
 	return fwdNone
 }
 
 // prepareRequest rewrites a client request for forwarding, in one pass over its headers (two
-// when Connection names a custom header): hop-by-hop headers are removed; X-Forwarded-For gets
-// the client address appended to whatever the client sent (every X-Forwarded-For line, in
-// order); X-Forwarded-Host (the Host the client asked for) and X-Forwarded-Proto (pollbal
-// listens on plain HTTP) replace the client's. The client's keep-alive choice is between it and
-// pollbal: the server has already recorded it, and the backend connection is pollbal's to keep.
-func prepareRequest(ctx *fasthttp.RequestCtx) {
+// when Connection names a custom header): hop-by-hop headers are removed, and the
+// client-identity headers are set by who the client is.
+//
+// From a client outside trusted, every X-Forwarded-For, X-Real-IP, Forwarded,
+// X-Forwarded-Host and X-Forwarded-Proto it sent is dropped: anyone can write them, and a
+// backend that logs or rate-limits by them must see the address pollbal saw. pollbal sets
+// X-Forwarded-For and X-Real-IP to the client IP, X-Forwarded-Host to the Host the client
+// asked for and X-Forwarded-Proto to "http" (pollbal listens on plain HTTP).
+//
+// From a trusted proxy, the client IP is appended to its X-Forwarded-For (every line, in
+// order, joined into one), and the other headers are kept as sent; those it did not send are
+// set as for any client.
+//
+// The client's keep-alive choice is between it and pollbal: the server has already recorded
+// it, and the backend connection is pollbal's to keep.
+func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) {
 	h := &ctx.Request.Header
+	client, isTCP := clientAddr(ctx.RemoteAddr())
+	trust := isTCP && trusted.contains(client)
 	var (
-		s   hopSet
-		xff joined
+		s    hopSet
+		xff  joined
+		kept uint8 // 1 << forwardedKind of each header kept as sent
 	)
 	for k, v := range h.All() {
 		s.see(k, v, true)
-		if f := forwardedHeader(k); f != fwdNone {
+		switch f := forwardedHeader(k); {
+		case f == fwdNone:
+		case f == fwdFor:
 			s.add(k) // deleted, then set afresh below
-			if f == fwdFor {
+			if trust {
 				xff.add(v, ", ")
 			}
+		case trust:
+			kept |= 1 << f
+		default:
+			s.add(k)
 		}
 	}
 	if s.namesOthers(true) {
 		for k := range h.All() {
-			s.seeNamed(k, true)
+			if s.seeNamed(k, true) {
+				// A trusted proxy's Connection named it: it goes, and pollbal's own replaces it.
+				kept &^= 1 << forwardedHeader(k)
+			}
 		}
 	}
 	// Every name below is already in the header's own form (the names s collected were read
@@ -87,22 +122,22 @@ func prepareRequest(ctx *fasthttp.RequestCtx) {
 		h.SetProtocol("HTTP/1.1")
 	}
 
-	var ip [64]byte
-	xff.add(appendClientIP(ip[:0], ctx.RemoteAddr()), ", ")
+	var buf [64]byte
+	ip := buf[:0]
+	if isTCP {
+		ip = client.AppendTo(ip)
+	} else {
+		ip = append(ip, "unknown"...)
+	}
+	xff.add(ip, ", ")
 	h.AddBytesV(headerForwardedFor, xff.bytes())
-	if host := ctx.Host(); len(host) > 0 {
+	if kept&(1<<fwdRealIP) == 0 {
+		h.AddBytesV(headerRealIP, ip)
+	}
+	if host := ctx.Host(); len(host) > 0 && kept&(1<<fwdHost) == 0 {
 		h.AddBytesV(headerForwardedHost, host)
 	}
-	h.Add(headerForwardedProto, "http")
-}
-
-// appendClientIP appends the IP of a TCP client address, or "unknown" for anything else (an
-// in-memory connection).
-func appendClientIP(b []byte, addr net.Addr) []byte {
-	if tcp, ok := addr.(*net.TCPAddr); ok {
-		if ip, ok := netip.AddrFromSlice(tcp.IP); ok {
-			return ip.Unmap().AppendTo(b)
-		}
+	if kept&(1<<fwdProto) == 0 {
+		h.Add(headerForwardedProto, "http")
 	}
-	return append(b, "unknown"...)
 }

@@ -58,7 +58,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		answerBodyTooLarge(ctx, pc.MaxRequestBody)
 		return
 	}
-	prepareRequest(ctx)
+	prepareRequest(ctx, p.trust.get(snap.Config()))
 	idem := idempotent(ctx.Request.Header.Method())
 
 	var (

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -155,8 +156,9 @@ func manyHops(n int) [][2]string {
 	return append(append(hs, [2]string{"Connection", strings.Join(names, ", ")}), [2]string{"X-Keep", "1"})
 }
 
-// TestRequestHeaders checks what a backend receives: hop-by-hop headers gone, X-Forwarded-*
-// added, everything else as the client sent it.
+// TestRequestHeaders checks what a backend receives: hop-by-hop headers gone, client-identity
+// headers replaced (from an untrusted client) or kept (from a trusted proxy), everything else
+// as the client sent it.
 func TestRequestHeaders(t *testing.T) {
 	seen := make(chan map[string]string, 1)
 	rec := startBackend(t, func(ctx *fasthttp.RequestCtx) {
@@ -171,29 +173,65 @@ func TestRequestHeaders(t *testing.T) {
 		}
 		seen <- m
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*.shop.test"}}}, []configs.Backend{{ID: "b1", Address: rec.addr}})
-	e := newEnv(t, cfg, "b1")
+	untrusted := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*.shop.test"}}}, []configs.Backend{{ID: "b1", Address: rec.addr}})
+	untrusted.Proxy.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.2/32")}
+	trusted := *untrusted
+	trusted.Proxy.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}
+	e := newEnv(t, untrusted, "b1")
 	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+	const spoofed = "X-Forwarded-For: 127.0.0.9\r\nX-Real-IP: 9.9.9.9\r\nForwarded: for=8.8.8.8\r\n" +
+		"X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\n"
 	tests := []struct {
 		name    string
+		trusted bool // the client, 127.0.0.1, is in proxy.trusted_proxies
 		request string
 		want    map[string]string // "" = must be absent
 	}{
-		{name: "forwarded headers added",
+		{name: "client-identity headers added",
 			request: "GET /p HTTP/1.1\r\nHost: www.shop.test:8080\r\nX-End: 1\r\n\r\n",
-			want: map[string]string{"x-forwarded-for": "127.0.0.1", "x-forwarded-host": "www.shop.test:8080",
-				"x-forwarded-proto": "http", "host": "www.shop.test:8080", "x-end": "1", "connection": "", "protocol": "HTTP/1.1"}},
-		{name: "client X-Forwarded-For appended to, other X-Forwarded-* replaced",
-			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nX-Forwarded-For: 127.0.0.9\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\n\r\n",
-			want:    map[string]string{"x-forwarded-for": "127.0.0.9, 127.0.0.1", "x-forwarded-proto": "http", "x-forwarded-host": "a.shop.test"}},
-		{name: "every X-Forwarded-* line replaced by one, X-Forwarded-For values kept in order",
-			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nX-Forwarded-For: 127.0.0.7\r\nx-forwarded-host: h1\r\n" +
-				"X-Forwarded-For: 127.0.0.8, 127.0.0.9\r\nX-Forwarded-Host: h2\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Proto: ws\r\n\r\n",
-			want: map[string]string{"x-forwarded-for": "127.0.0.7, 127.0.0.8, 127.0.0.9, 127.0.0.1",
+			want: map[string]string{"x-forwarded-for": "127.0.0.1", "x-real-ip": "127.0.0.1", "x-forwarded-host": "www.shop.test:8080",
+				"x-forwarded-proto": "http", "forwarded": "", "host": "www.shop.test:8080", "x-end": "1", "connection": "", "protocol": "HTTP/1.1"}},
+		{name: "untrusted client's identity headers replaced",
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\n" + spoofed + "\r\n",
+			want: map[string]string{"x-forwarded-for": "127.0.0.1", "x-real-ip": "127.0.0.1", "forwarded": "",
+				"x-forwarded-proto": "http", "x-forwarded-host": "a.shop.test"}},
+		{name: "untrusted client's repeated lines in any case replaced by one",
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nX-Forwarded-For: 127.0.0.7\r\nx-forwarded-host: h1\r\nx-real-ip: 1.1.1.1\r\n" +
+				"X-Forwarded-For: 127.0.0.8, 127.0.0.9\r\nX-Forwarded-Host: h2\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Proto: ws\r\n" +
+				"X-REAL-IP: 2.2.2.2\r\nforwarded: for=1.1.1.1\r\nFORWARDED: for=2.2.2.2\r\n\r\n",
+			want: map[string]string{"x-forwarded-for": "127.0.0.1", "x-real-ip": "127.0.0.1", "forwarded": "",
 				"x-forwarded-host": "a.shop.test", "x-forwarded-proto": "http"}},
-		{name: "long X-Forwarded-For chain",
+		{name: "untrusted client's long X-Forwarded-For chain dropped",
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nX-Forwarded-For: " + longChain + "\r\n\r\n",
+			want:    map[string]string{"x-forwarded-for": "127.0.0.1"}},
+		{name: "untrusted client's Connection cannot remove pollbal's headers",
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nConnection: X-Forwarded-For, X-Real-IP\r\n" + spoofed + "\r\n",
+			want: map[string]string{"x-forwarded-for": "127.0.0.1", "x-real-ip": "127.0.0.1", "forwarded": "",
+				"x-forwarded-proto": "http", "x-forwarded-host": "a.shop.test"}},
+		{name: "trusted proxy's X-Forwarded-For appended to, the others kept",
+			trusted: true,
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\n" + spoofed + "\r\n",
+			want: map[string]string{"x-forwarded-for": "127.0.0.9, 127.0.0.1", "x-real-ip": "9.9.9.9", "forwarded": "for=8.8.8.8",
+				"x-forwarded-proto": "https", "x-forwarded-host": "evil"}},
+		{name: "trusted proxy's X-Forwarded-For lines joined in order, other repeated lines kept",
+			trusted: true,
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nX-Forwarded-For: 127.0.0.7\r\nx-forwarded-host: h1\r\n" +
+				"X-Forwarded-For: 127.0.0.8, 127.0.0.9\r\nX-Forwarded-Host: h2\r\nX-Forwarded-Proto: https\r\n\r\n",
+			want: map[string]string{"x-forwarded-for": "127.0.0.7, 127.0.0.8, 127.0.0.9, 127.0.0.1",
+				"x-forwarded-host": "h1 | h2", "x-forwarded-proto": "https", "x-real-ip": "127.0.0.1"}},
+		{name: "trusted proxy's long X-Forwarded-For chain",
+			trusted: true,
 			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nX-Forwarded-For: " + longChain + "\r\n\r\n",
 			want:    map[string]string{"x-forwarded-for": longChain + ", 127.0.0.1"}},
+		{name: "trusted proxy that sent none gets them set",
+			trusted: true,
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\n\r\n",
+			want: map[string]string{"x-forwarded-for": "127.0.0.1", "x-real-ip": "127.0.0.1", "forwarded": "",
+				"x-forwarded-proto": "http", "x-forwarded-host": "a.shop.test"}},
+		{name: "trusted proxy's Connection naming X-Real-IP: pollbal's replaces it",
+			trusted: true,
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nConnection: x-real-ip\r\n" + spoofed + "\r\n",
+			want:    map[string]string{"x-real-ip": "127.0.0.1", "x-forwarded-proto": "https", "forwarded": "for=8.8.8.8"}},
 		{name: "standard hop-by-hop headers stripped",
 			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eA==\r\n" +
 				"Proxy-Connection: keep-alive\r\nTE: trailers\r\nUpgrade: websocket\r\nAuthorization: Bearer t\r\n\r\n",
@@ -214,6 +252,12 @@ func TestRequestHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			cfg := untrusted
+			if tt.trusted {
+				cfg = &trusted
+			}
+			e.bal.Update(cfg)
+			e.p.Reload()
 			r := dialRaw(t, e.ln, client).exchange(tt.request)
 			if r.code != 200 {
 				t.Fatalf("got %v", r)

@@ -142,19 +142,21 @@ func (s *hopSet) namesOthers(request bool) bool {
 	return false
 }
 
-// seeNamed records key if a Connection header names it and see did not record it already.
-func (s *hopSet) seeNamed(key []byte, request bool) {
+// seeNamed records key if a Connection header names it and see did not record it already,
+// and reports whether it did.
+func (s *hopSet) seeNamed(key []byte, request bool) bool {
 	if isHop(hopHeader(key), request) {
-		return
+		return false
 	}
 	for v := s.conn.bytes(); len(v) > 0; {
 		var tok []byte
 		tok, v = nextToken(v)
 		if len(tok) > 0 && equalFold(key, tok) {
 			s.add(key)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // stripResponseHops removes hop-by-hop headers from a backend's response before it goes to the

@@ -35,6 +35,9 @@ type Proxy struct {
 	srv       *fasthttp.Server
 	afterDo   func() // tests only: runs after each backend round trip (e.g. to panic)
 
+	// trust is proxy.trusted_proxies of the configuration requests last saw.
+	trust trustCache
+
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
 	stopping atomic.Bool
