@@ -19,6 +19,9 @@ func checkAddress(s string, allowEmptyHost bool) error {
 	if s == "" {
 		return errors.New("required")
 	}
+	if hint := addressHint(s); hint != nil {
+		return hint
+	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		var addrErr *net.AddrError
@@ -39,6 +42,46 @@ func checkAddress(s string, allowEmptyHost bool) error {
 		return nil
 	}
 	return fmt.Errorf("invalid host %q", host)
+}
+
+// addressHint explains the common slips in a host:port that SplitHostPort would only call "too
+// many colons": a URL scheme or a path. It returns nil when neither is there.
+func addressHint(s string) error {
+	rest := s
+	scheme, after, hasScheme := strings.Cut(s, "://")
+	if hasScheme {
+		rest = after
+	}
+	hostPort, _, hasPath := strings.Cut(rest, "/")
+	switch {
+	case hasScheme && hostPort != "":
+		return fmt.Errorf("%q is a URL: drop %q and any path (want host:port, e.g. %s)", s, scheme+"://", hostPort)
+	case hasScheme:
+		return fmt.Errorf("%q is a URL: want host:port", s)
+	case hasPath && hostPort != "":
+		return fmt.Errorf("%q has a path: drop it (want host:port, e.g. %s)", s, hostPort)
+	}
+	return nil
+}
+
+// addressKey is the form of a valid host:port under which two spellings of one socket compare
+// equal: the host lower-cased, "localhost" as 127.0.0.1, an IP in its canonical form, the port
+// without leading zeros.
+func addressKey(s string) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return s
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n)
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if loopbackHost(host) {
+		host = "127.0.0.1"
+	} else if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	return net.JoinHostPort(host, port)
 }
 
 func validPort(s string) bool {

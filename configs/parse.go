@@ -34,7 +34,7 @@ func Parse(data []byte) (*Config, error) {
 	if err := decodeStrict(data, &raw); err != nil {
 		var typeErr *yaml.TypeError
 		if !errors.As(err, &typeErr) {
-			return nil, fmt.Errorf("parse config: %w", err)
+			return nil, fmt.Errorf("parse config: %w", syntaxError(data, err))
 		}
 		// The rest of the document was still decoded: report these with everything else.
 		dropped = addTypeErrors(&p, data, typeErr)
@@ -45,7 +45,10 @@ func Parse(data []byte) (*Config, error) {
 		return nil, p.err()
 	}
 	if err := c.Validate(); err != nil {
-		p.errs = append(p.errs, unrelated(rawProblems(err), p.errs)...)
+		idx := indexDocument(data)
+		for _, e := range unrelated(rawProblems(err), p.errs) {
+			p.errs = append(p.errs, idx.locate(e))
+		}
 	}
 	if err := p.err(); err != nil {
 		return nil, err
@@ -82,7 +85,8 @@ func decodeStrict(data []byte, out *rawConfig) (err error) {
 	case nextErr == nil:
 		return errMultipleDocuments
 	case !errors.Is(nextErr, io.EOF):
-		return fmt.Errorf("%w: %w", errMultipleDocuments, nextErr)
+		// One problem, not two: the second document is what is wrong, whatever else it holds.
+		return fmt.Errorf("%w: %v", errMultipleDocuments, nextErr)
 	}
 	return err
 }

@@ -163,23 +163,23 @@ func TestParseExplicitZeroIsKept(t *testing.T) {
 		want []string
 	}{
 		{name: "capacity 0", doc: []byte("site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9001\n    capacity: 0\n"),
-			want: []string{"backends[0].capacity: must be >= 1 (got 0)"}},
-		{name: "poll fall 0", doc: yamlWith("poll:\n  fall: 0\n"), want: []string{"poll.fall: must be >= 1 (got 0)"}},
-		{name: "poll rise 0", doc: yamlWith("poll:\n  rise: 0\n"), want: []string{"poll.rise: must be >= 1 (got 0)"}},
-		{name: "poll max_body 0", doc: yamlWith("poll:\n  max_body: 0\n"), want: []string{"poll.max_body: must be >= 1 (got 0)"}},
-		{name: "poll interval 0s", doc: yamlWith("poll:\n  interval: 0s\n"), want: []string{"poll.interval: must be > 0 (got 0s)"}},
-		{name: "warning timeout 0s", doc: yamlWith("warning:\n  timeout: 0s\n"), want: []string{"warning.timeout: must be > 0 (got 0s)"}},
-		{name: "max_request_body 0", doc: yamlWith("proxy:\n  max_request_body: 0\n"), want: []string{"proxy.max_request_body: must be >= 1 (got 0)"}},
-		{name: "dedup_window 0s", doc: yamlWith("alarms:\n  dedup_window: 0s\n"), want: []string{"alarms.dedup_window: must be > 0 (got 0s)"}},
-		{name: "empty listen", doc: yamlWith("listen: \"\"\n"), want: []string{"listen: required"}},
-		{name: "empty admin listen", doc: yamlWith("admin:\n  listen: ''\n"), want: []string{"admin.listen: required"}},
-		{name: "empty tie_break", doc: yamlWith("proxy:\n  tie_break: \"\"\n"), want: []string{`proxy.tie_break: must be "rotate" or "id" (got "")`}},
+			want: []string{"backends[0].capacity: must be >= 1 (got 0) (line 5)"}},
+		{name: "poll fall 0", doc: yamlWith("poll:\n  fall: 0\n"), want: []string{"poll.fall: must be >= 1 (got 0) (line 15)"}},
+		{name: "poll rise 0", doc: yamlWith("poll:\n  rise: 0\n"), want: []string{"poll.rise: must be >= 1 (got 0) (line 15)"}},
+		{name: "poll max_body 0", doc: yamlWith("poll:\n  max_body: 0\n"), want: []string{"poll.max_body: must be >= 1 (got 0) (line 15)"}},
+		{name: "poll interval 0s", doc: yamlWith("poll:\n  interval: 0s\n"), want: []string{"poll.interval: must be > 0 (got 0s) (line 15)"}},
+		{name: "warning timeout 0s", doc: yamlWith("warning:\n  timeout: 0s\n"), want: []string{"warning.timeout: must be > 0 (got 0s) (line 15)"}},
+		{name: "max_request_body 0", doc: yamlWith("proxy:\n  max_request_body: 0\n"), want: []string{"proxy.max_request_body: must be >= 1 (got 0) (line 15)"}},
+		{name: "dedup_window 0s", doc: yamlWith("alarms:\n  dedup_window: 0s\n"), want: []string{"alarms.dedup_window: must be > 0 (got 0s) (line 15)"}},
+		{name: "empty listen", doc: yamlWith("listen: \"\"\n"), want: []string{"listen: required (line 14)"}},
+		{name: "empty admin listen", doc: yamlWith("admin:\n  listen: ''\n"), want: []string{"admin.listen: required (line 15)"}},
+		{name: "empty tie_break", doc: yamlWith("proxy:\n  tie_break: \"\"\n"), want: []string{`proxy.tie_break: must be "rotate" or "id" (got "") (line 15)`}},
 		{name: "empty warning_scope", doc: []byte("site: test\nservices:\n  web:\n    warning_scope: \"\"\n"),
-			want: []string{`services.web.warning_scope: must be "version" or "service" (got "")`}},
+			want: []string{`services.web.warning_scope: must be "version" or "service" (got "") (line 4)`}},
 		{name: "empty backend id", doc: []byte("site: test\nservices: {web: {}}\nbackends:\n  - id: \"\"\n    address: 127.0.0.1:9001\n"),
-			want: []string{"backends[0].id: required"}},
+			want: []string{"backends[0].id: required (line 4)"}},
 		{name: "empty app service", doc: []byte("site: test\nservices: {web: {}}\napps:\n  - name: www\n    hosts: [\"*\"]\n    service: \"\"\n"),
-			want: []string{"apps[0].service: required"}},
+			want: []string{"apps[0].service: required (line 6)"}},
 		{name: "zeros that are valid", doc: yamlWith("proxy:\n  retries: 0\n  eject_after: 0\n  slow_start: 0\n")},
 		{name: "zero threshold is valid", doc: []byte("site: test\nservices:\n  web:\n    warning_threshold: 0\n")},
 	}
@@ -295,7 +295,7 @@ func TestParseBadValues(t *testing.T) {
 		{name: "trusted proxies as a string", yaml: "proxy:\n  trusted_proxies: 10.0.0.0/8\n", want: []string{
 			`proxy.trusted_proxies: must be a list, got a string (line 15)`}},
 		{name: "negative connection limit", yaml: "proxy:\n  max_connections: 0\n  header_timeout: 0s\n", want: []string{
-			"proxy.max_connections: must be >= 1 (got 0)", "proxy.header_timeout: must be > 0 (got 0s)"}},
+			"proxy.max_connections: must be >= 1 (got 0) (line 15)", "proxy.header_timeout: must be > 0 (got 0s) (line 16)"}},
 		{name: "valid value for contrast", yaml: "alarms:\n  dedup_window: 1m\n", want: nil},
 	}
 	for _, tt := range tests {
@@ -367,7 +367,7 @@ backends:
 `))
 	wantProblems(t, err,
 		"backends[1].capcity: unknown key (line 7)",
-		"backends[1].address: missing port",
+		"backends[1].address: missing port (line 6)",
 	)
 }
 
@@ -414,7 +414,7 @@ func TestParseAppService(t *testing.T) {
 		{name: "omitted among two", services: "web: {}\n  api: {}",
 			problems: []string{"apps[0].service: required when more than one service is declared"}},
 		{name: "undeclared", services: "web: {}", service: "api",
-			problems: []string{`apps[0].service: "api" is not a declared service`}},
+			problems: []string{`apps[0].service: "api" is not a declared service (line 7)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -496,20 +496,20 @@ alarms:
 	wantProblems(t, err,
 		"poll.retry: unknown key (line 8)",
 		`alarms.dedup_window: "forever" is not a Go duration such as 500ms or 1m30s (line 24): time: invalid duration "forever"`,
-		"site: required",
-		"listen: missing port",
-		"poll.timeout: must be less than poll.interval (1s)",
-		"poll.fall: must be >= 1 (got 0)",
-		`proxy.tie_break: must be "rotate" or "id" (got "random")`,
-		`services.web.warning_scope: must be "version" or "service" (got "pool")`,
-		`apps[0].name: "Shop" must match [a-z0-9][a-z0-9_.-]{0,62}`,
-		`apps[0].hosts[0]: "http://shop.example.com": must be a host name without a scheme`,
-		`apps[0].service: "api" is not a declared service`,
-		"backends[0].capacity: must be >= 1 (got 0)",
+		"site: required (line 2)",
+		"listen: missing port (line 3)",
+		"poll.timeout: must be less than poll.interval (1s) (line 6)",
+		"poll.fall: must be >= 1 (got 0) (line 7)",
+		`proxy.tie_break: must be "rotate" or "id" (got "random") (line 10)`,
+		`services.web.warning_scope: must be "version" or "service" (got "pool") (line 12)`,
+		`apps[0].name: "Shop" must match [a-z0-9][a-z0-9_.-]{0,62} (line 14)`,
+		`apps[0].hosts[0]: "http://shop.example.com": must be a host name without a scheme (line 15)`,
+		`apps[0].service: "api" is not a declared service (line 16)`,
+		"backends[0].capacity: must be >= 1 (got 0) (line 19)",
 		`backends[1].id: "127.0.0.1:9001" is already used by backends[0]`,
-		`backends[1].address: "127.0.0.1:9001" is already used by backends[0]`,
-		`backends[2].id: "bad id" must match [A-Za-z0-9][A-Za-z0-9_.-]{0,63} (or equal the address)`,
-		"backends[2].address: missing port",
+		`backends[1].address: "127.0.0.1:9001" is already used by backends[0] (line 20)`,
+		`backends[2].id: "bad id" must match [A-Za-z0-9][A-Za-z0-9_.-]{0,63} (or equal the address) (line 21)`,
+		"backends[2].address: missing port (line 22)",
 	)
 }
 
@@ -532,8 +532,8 @@ func TestLoad(t *testing.T) {
 	}{
 		{name: "valid file", path: good},
 		{name: "invalid file", path: bad,
-			problems: []string{"listen: missing port", "services: at least one service required"},
-			errText:  "load config " + bad + ": 2 problems: listen: missing port; services: at least one service required"},
+			problems: []string{"listen: missing port (line 2)", "services: at least one service required"},
+			errText:  "load config " + bad + ": 2 problems: listen: missing port (line 2); services: at least one service required"},
 		{name: "missing file", path: filepath.Join(dir, "none.yaml"), isErr: fs.ErrNotExist,
 			problems: []string{"load config: open " + filepath.Join(dir, "none.yaml") + ": no such file or directory"}},
 	}

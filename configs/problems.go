@@ -15,14 +15,21 @@ type problemList struct {
 }
 
 // problem is one problem at a path of the document; the path lets Parse relate a value that
-// could not be decoded (unusable) to what validation then says about it.
+// could not be decoded (unusable) to what validation then says about it, and find the line of
+// the key it is about.
 type problem struct {
 	path     string
 	err      error
 	unusable bool
+	line     int // the line of the key in the file, 0 when not known or the text already says it
 }
 
-func (e *problem) Error() string { return e.path + ": " + e.err.Error() }
+func (e *problem) Error() string {
+	if e.line > 0 {
+		return fmt.Sprintf("%s: %s (line %d)", e.path, e.err, e.line)
+	}
+	return e.path + ": " + e.err.Error()
+}
 func (e *problem) Unwrap() error { return e.err }
 
 func (p *problemList) add(path, format string, args ...any) {
@@ -66,10 +73,11 @@ func formatProblems(errs []error) string {
 }
 
 // Problems returns the one-line messages inside an error from Parse, Load or Validate, one per
-// problem and in the order they were found (for `pollbal check`, which prints one per line).
-// Context that the caller wrapped around the list is dropped; an error that is not a list
-// (an unreadable file, broken YAML) is returned as its own text, one entry per line of it.
-// Problems(nil) is nil.
+// problem and in the order they were found (for `pollbal check`, which prints one per line, and
+// the admin API's reload answer). Any other list of errors (an error with `Unwrap() []error`,
+// such as errors.Join's) is split the same way. Context that the caller wrapped around the list
+// is dropped; an error that is not a list (an unreadable file, broken YAML) is returned as its
+// own text, one entry per line of it. Problems(nil) is nil.
 func Problems(err error) []string {
 	if err == nil {
 		return nil
@@ -78,6 +86,16 @@ func Problems(err error) []string {
 	if errors.As(err, &list) {
 		var out []string
 		for _, e := range list.Errors {
+			out = append(out, Problems(e)...)
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		var out []string
+		for _, e := range joined.Unwrap() {
 			out = append(out, Problems(e)...)
 		}
 		if len(out) > 0 {

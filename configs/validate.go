@@ -178,7 +178,7 @@ func checkOwner(p *problemList, path, owner string) {
 
 func (c *Config) validateBackends(p *problemList) {
 	ids := make(map[string]int, len(c.Backends))
-	addrs := make(map[string]int, len(c.Backends))
+	addrs := make(map[string]int, len(c.Backends)) // by addressKey: one socket, any spelling
 	for i, b := range c.Backends {
 		path := fmt.Sprintf("backends[%d]", i)
 		switch first, dup := ids[b.ID]; {
@@ -195,12 +195,15 @@ func (c *Config) validateBackends(p *problemList) {
 			ids[b.ID] = i
 		}
 
+		key := addressKey(b.Address)
 		if err := checkAddress(b.Address, false); err != nil {
 			p.wrap(path+".address", err)
-		} else if first, dup := addrs[b.Address]; dup {
+		} else if first, dup := addrs[key]; dup && c.Backends[first].Address == b.Address {
 			p.add(path+".address", "%q is already used by backends[%d]", b.Address, first)
+		} else if dup {
+			p.add(path+".address", "%q is the same host:port as backends[%d] (%q)", b.Address, first, c.Backends[first].Address)
 		} else {
-			addrs[b.Address] = i
+			addrs[key] = i
 		}
 
 		atLeast(p, path+".capacity", b.Capacity, 1)

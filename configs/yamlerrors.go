@@ -172,3 +172,84 @@ func (idx *docIndex) value(line int, tag string) (string, bool) {
 	}
 	return "", false
 }
+
+// locate returns err with the line of the key it is about, when err is a problem at a path
+// that the document writes (validation works on values, which have forgotten their lines).
+func (idx *docIndex) locate(err error) error {
+	var p *problem
+	if !errors.As(err, &p) || p.line > 0 {
+		return err
+	}
+	line := idx.line(p.path)
+	if line == 0 {
+		return err
+	}
+	located := *p
+	located.line = line
+	return &located
+}
+
+// line returns the line of the key at path, or of the list element at path; 0 if the
+// document does not write it.
+func (idx *docIndex) line(path string) int {
+	for _, e := range idx.keys {
+		if e.path == path {
+			return e.line
+		}
+	}
+	for _, e := range idx.values {
+		if e.path == path {
+			return e.line
+		}
+	}
+	return 0
+}
+
+// yamlLineRe finds the line yaml.v3 puts in a syntax error.
+var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// tabError is a syntax error caused by a tab in a line's indentation.
+type tabError struct {
+	line int
+	err  error // yaml's own error, which names a line nearby
+}
+
+func (e *tabError) Error() string {
+	return fmt.Sprintf("line %d: a tab indents this line; YAML indents with spaces only", e.line)
+}
+
+func (e *tabError) Unwrap() error { return e.err }
+
+// syntaxError names the right line for the syntax error yaml.v3 reports on a tab in the
+// indentation: yaml.v3 gives the line where the enclosing block started, often the line
+// before. Other errors are returned unchanged.
+func syntaxError(data []byte, err error) error {
+	m := yamlLineRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	reported, _ := strconv.Atoi(m[1])
+	line := tabIndentedLine(data, reported)
+	switch {
+	case line == 0:
+		return err
+	case strings.Contains(m[2], "tab character"):
+		return &tabError{line: line, err: err}
+	case strings.Contains(m[2], "cannot start any token") && line == reported:
+		// A tab where a key should start: yaml names the right line but not the cause.
+		return &tabError{line: line, err: err}
+	}
+	return err
+}
+
+// tabIndentedLine returns the first line at or after from (1-based) whose indentation holds a
+// tab; 0 if there is none.
+func tabIndentedLine(data []byte, from int) int {
+	for i, line := range strings.Split(string(data), "\n") {
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		if i+1 >= from && strings.Contains(indent, "\t") {
+			return i + 1
+		}
+	}
+	return 0
+}

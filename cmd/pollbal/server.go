@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,32 +211,41 @@ func (s *server) reload() error {
 	return nil
 }
 
-// checkStatic rejects changes that need a restart rather than half-applying them.
+// checkStatic rejects changes that need a restart rather than half-applying them; each change
+// is its own problem (configs.Problems lists them one per item).
 func (s *server) checkStatic(cfg *configs.Config) error {
-	var errs []string
+	var errs staticError
 	if cfg.Listen != s.cfg.Listen {
-		errs = append(errs, fmt.Sprintf("listen: changing %s to %s needs a restart", s.cfg.Listen, cfg.Listen))
+		errs = append(errs, fmt.Errorf("listen: changing %s to %s needs a restart", s.cfg.Listen, cfg.Listen))
 	}
 	if cfg.Admin.Listen != s.cfg.Admin.Listen {
-		errs = append(errs, fmt.Sprintf("admin.listen: changing %s to %s needs a restart", s.cfg.Admin.Listen, cfg.Admin.Listen))
+		errs = append(errs, fmt.Errorf("admin.listen: changing %s to %s needs a restart", s.cfg.Admin.Listen, cfg.Admin.Listen))
 	}
 	if cfg.Site != s.cfg.Site {
-		errs = append(errs, fmt.Sprintf("site: changing %s to %s needs a restart", s.cfg.Site, cfg.Site))
+		errs = append(errs, fmt.Errorf("site: changing %s to %s needs a restart", s.cfg.Site, cfg.Site))
 	}
 	if len(errs) == 0 {
 		return nil
 	}
-	return staticError(errs)
+	return errs
 }
 
-type staticError []string
+// staticError is the list of restart-only changes of a rejected reload.
+type staticError []error
 
 func (e staticError) Error() string {
 	if len(e) == 1 {
-		return e[0]
+		return e[0].Error()
 	}
-	return fmt.Sprintf("%d problems: %v", len(e), []string(e))
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("%d problems: %s", len(e), strings.Join(msgs, "; "))
 }
+
+// Unwrap lets configs.Problems (and errors.Is/As) see each change.
+func (e staticError) Unwrap() []error { return e }
 
 // sink feeds check results into the balancer and, after every round, decides and sends warnings.
 type sink struct {
