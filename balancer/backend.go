@@ -31,57 +31,33 @@ type Health struct {
 	ReadySince time.Time
 }
 
-// Backend is the runtime state of one configured backend that outlives snapshots: its health,
-// its in-flight count (the leases) and its forward-failure streak. It is safe for concurrent use
-// and must not be copied.
+// Backend is the runtime state of one configured backend (id and address) that outlives
+// snapshots: its health and its forward-failure streak. Its leases are counted in the slot of
+// its address, which outlives the Backend itself (slot.go). It is safe for concurrent use and
+// must not be copied.
 type Backend struct {
 	ID      string
 	Address string
 
-	inFlight   atomic.Int64
+	slot       *slot
 	failStreak atomic.Int64
 	ejected    atomic.Bool
 	warned     atomic.Bool
 	health     atomic.Pointer[Health]
-	hints      atomic.Pointer[[]hintReg] // block hints of the current candidate sets it is in
 }
 
-func newBackend(id, address string) *Backend {
-	b := &Backend{ID: id, Address: address}
+func newBackend(id, address string, s *slot) *Backend {
+	b := &Backend{ID: id, Address: address, slot: s}
 	b.health.Store(&Health{Reason: "not checked yet"})
 	return b
 }
 
-// InFlight returns the number of leases currently held on the backend by this instance.
-func (b *Backend) InFlight() int64 { return b.inFlight.Load() }
+// InFlight returns the number of leases this instance holds on the backend's address, whatever
+// configuration they were taken under.
+func (b *Backend) InFlight() int64 { return b.slot.count() }
 
 // Health returns the last published health.
 func (b *Backend) Health() *Health { return b.health.Load() }
 
 // Ejected reports whether consecutive forward failures took the backend out until its next good check.
 func (b *Backend) Ejected() bool { return b.ejected.Load() }
-
-// tryAcquire takes one slot if fewer than limit are in flight: one atomic check-and-take, so no
-// interleaving of callers can put more than limit leases on the backend.
-func (b *Backend) tryAcquire(limit int64) bool {
-	for {
-		n := b.inFlight.Load()
-		if n >= limit {
-			return false
-		}
-		if b.inFlight.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-// release returns a slot and raises the spare hints of the blocks the backend is in, so a pick
-// never skips a block that now holds more spare than its hint says.
-func (b *Backend) release() {
-	n := b.inFlight.Add(-1)
-	if regs := b.hints.Load(); regs != nil {
-		for _, r := range *regs {
-			r.hint.raise(r.capacity - n)
-		}
-	}
-}

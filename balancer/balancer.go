@@ -53,6 +53,7 @@ type Balancer struct {
 	cfg       *configs.Config
 	overrides map[string]string
 	backends  map[string]*Backend
+	slots     map[string]*slot // by address: the in-flight counts that outlive configurations (slot.go)
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
 	warnings  []GroupState
@@ -83,6 +84,7 @@ func New(o Options) (*Balancer, error) {
 		version:   o.Version,
 		overrides: map[string]string{},
 		backends:  map[string]*Backend{},
+		slots:     map[string]*slot{},
 		rotations: map[[2]string]*rotation{},
 		counters:  map[string]*appCounters{},
 		events:    NewEvents(100, o.Now),
@@ -112,8 +114,10 @@ func (b *Balancer) Snapshot() *Snapshot { return b.snap.Load() }
 func (b *Balancer) Events() *Events { return b.events }
 
 // Update applies a new validated configuration. Runtime backends whose id and address are
-// unchanged keep their health, leases and failure streaks; in-flight leases on removed backends
-// are released on the objects they were taken from.
+// unchanged keep their health and failure streaks. Leases are counted per address, whatever the
+// configuration: a backend whose capacity changed, whose id was renamed, or that was removed and
+// added back still counts the leases taken before the reload, and they are released into the
+// same count.
 func (b *Balancer) Update(cfg *configs.Config) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -122,13 +126,14 @@ func (b *Balancer) Update(cfg *configs.Config) {
 }
 
 func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
+	syncSlots(b.slots, cfg)
 	next := make(map[string]*Backend, len(cfg.Backends))
 	for _, cb := range cfg.Backends {
 		if old := b.backends[cb.ID]; old != nil && old.Address == cb.Address {
 			next[cb.ID] = old
 			continue
 		}
-		next[cb.ID] = newBackend(cb.ID, cb.Address)
+		next[cb.ID] = newBackend(cb.ID, cb.Address, b.slots[cb.Address])
 	}
 	for id := range b.backends {
 		if next[id] == nil {
@@ -179,7 +184,7 @@ func (b *Balancer) rebuildLocked() {
 		old.retire()
 		for _, m := range old.members {
 			if b.backends[m.cfg.ID] != m.b {
-				m.b.hints.Store(nil) // removed or replaced: nothing current to raise
+				m.slot.hints.Store(nil) // removed or replaced: registerAll below restores a slot still listed
 			}
 		}
 	}

@@ -55,7 +55,7 @@ func BenchmarkAcquire(b *testing.B) {
 		b.Run(fmt.Sprintf("busy/backends=%d", n), func(b *testing.B) {
 			s, app := benchBalancer(b, n)
 			for i, m := range s.members {
-				m.b.inFlight.Add(int64(1 + i%7))
+				m.slot.inFlight.Add(int64(1 + i%7))
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

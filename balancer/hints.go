@@ -56,14 +56,14 @@ func (h *spareHint) tighten(seen, top int64, ms []*member) {
 		return
 	}
 	for _, m := range ms {
-		if spare := m.capacity - m.b.inFlight.Load(); spare > top {
+		if spare := m.capacity - m.slot.inFlight.Load(); spare > top {
 			h.raise(spare)
 		}
 	}
 }
 
-// hintReg is one block hint a backend's releases must raise, with the backend's capacity in the
-// candidate set that block belongs to.
+// hintReg is one block hint a backend's releases (on its address's slot) must raise, with the
+// backend's capacity in the candidate set that block belongs to.
 type hintReg struct {
 	hint     *spareHint
 	capacity int64
@@ -74,25 +74,25 @@ type hintReg struct {
 // mutex, mark the sets these replace stale first, and publish sets only afterwards: a pick on a
 // non-stale set then only tightens hints that its backends' releases raise.
 func registerHints(pooled []*member, sets []*candSet) {
-	regs := make(map[*Backend][]hintReg, len(pooled))
+	regs := make(map[*slot][]hintReg, len(pooled))
 	for _, set := range sets {
-		set.eachReg(func(b *Backend, r hintReg) { regs[b] = append(regs[b], r) })
+		set.eachReg(func(s *slot, r hintReg) { regs[s] = append(regs[s], r) })
 	}
 	for _, m := range pooled {
-		if rs := regs[m.b]; len(rs) > 0 {
-			m.b.hints.Store(&rs)
+		if rs := regs[m.slot]; len(rs) > 0 {
+			m.slot.hints.Store(&rs)
 		} else {
-			m.b.hints.Store(nil)
+			m.slot.hints.Store(nil)
 		}
 	}
 }
 
-// eachReg calls f for every (backend, hint) pair of the set.
-func (set *candSet) eachReg(f func(*Backend, hintReg)) {
+// eachReg calls f for every (member's slot, hint) pair of the set.
+func (set *candSet) eachReg(f func(*slot, hintReg)) {
 	for gi := range set.groups {
 		g := &set.groups[gi]
 		for i, m := range g.members {
-			f(m.b, hintReg{hint: &g.hints[i/hintBlock], capacity: m.capacity})
+			f(m.slot, hintReg{hint: &g.hints[i/hintBlock], capacity: m.capacity})
 		}
 	}
 }

@@ -21,7 +21,7 @@ func linearPick(s *Snapshot, set *candSet, ms []*member, start int, tried *Tried
 		if !ok {
 			continue
 		}
-		spare := limit - m.b.inFlight.Load()
+		spare := limit - m.slot.inFlight.Load()
 		if spare <= 0 || spare <= bestSpare {
 			continue
 		}
@@ -43,7 +43,7 @@ func checkHints(t *testing.T, s *Snapshot) {
 			g := &set.groups[gi]
 			for k := range g.hints {
 				for _, m := range g.block(k) {
-					if spare, bound := m.capacity-m.b.inFlight.Load(), g.hints[k].bound.Load(); spare > bound {
+					if spare, bound := m.capacity-m.slot.inFlight.Load(), g.hints[k].bound.Load(); spare > bound {
 						t.Fatalf("list %v group %d block %d: %s has spare %d above the hint %d", key, gi, k, m.cfg.ID, spare, bound)
 					}
 				}
@@ -105,7 +105,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 			var held []*Backend
 			for _, m := range bal.Snapshot().members {
 				for k := rng.IntN(int(m.capacity) + 1); k > 0; k-- {
-					if m.b.tryAcquire(m.capacity) {
+					if m.slot.tryAcquire(m.capacity) {
 						held = append(held, m.b)
 					}
 				}
@@ -137,7 +137,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 					}
 					picks++
 					if got != nil {
-						if !got.b.tryAcquire(limit) {
+						if !got.slot.tryAcquire(limit) {
 							t.Fatalf("step %d: picked %s but could not lease it", step, got.cfg.ID)
 						}
 						held = append(held, got.b)
@@ -161,7 +161,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 				checkHints(t, bal.Snapshot())
 			}
 			for _, b := range held {
-				b.release()
+				b.slot.release()
 			}
 			checkHints(t, bal.Snapshot())
 			if picks == 0 {
@@ -193,7 +193,7 @@ func TestHintsHoldAfterConcurrentLeases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, app := benchBalancer(t, tc.n)
 			for i, m := range s.members {
-				m.b.inFlight.Add(int64(1 + i%900))
+				m.slot.inFlight.Add(int64(1 + i%900))
 			}
 			var wg sync.WaitGroup
 			for w := 0; w < tc.workers; w++ {
@@ -247,20 +247,24 @@ func TestTightenKeepsReleasesDuringTheScan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ms := []*member{{b: newBackend("x", ""), capacity: 10}, {b: newBackend("y", ""), capacity: 10}}
-			ms[0].b.inFlight.Store(5)
-			ms[1].b.inFlight.Store(7)
+			var ms []*member
+			for _, id := range []string{"x", "y"} {
+				b := newBackend(id, "", &slot{})
+				ms = append(ms, &member{b: b, slot: b.slot, capacity: 10})
+			}
+			ms[0].slot.inFlight.Store(5)
+			ms[1].slot.inFlight.Store(7)
 			var h spareHint
 			h.bound.Store(tc.bound)
 			regs := []hintReg{{hint: &h, capacity: 10}}
-			ms[0].b.hints.Store(&regs)
+			ms[0].slot.hints.Store(&regs)
 			seen := h.bound.Load()
 			top := int64(0)
 			for _, m := range ms { // the scan
-				top = max(top, m.capacity-m.b.inFlight.Load())
+				top = max(top, m.capacity-m.slot.inFlight.Load())
 			}
 			if tc.release {
-				ms[0].b.release()
+				ms[0].slot.release()
 				if got := h.bound.Load(); (got != seen) != tc.raiseSeen {
 					t.Fatalf("release left the bound at %d (seen %d)", got, seen)
 				}

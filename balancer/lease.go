@@ -47,7 +47,7 @@ type Lease struct {
 // Release returns the slot.
 func (l Lease) Release() {
 	if l.Backend != nil {
-		l.Backend.release()
+		l.Backend.slot.release()
 	}
 }
 
@@ -104,7 +104,7 @@ func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 			if m == nil {
 				break
 			}
-			if m.b.tryAcquire(limit) {
+			if m.slot.tryAcquire(limit) {
 				return m.b
 			}
 		}
@@ -149,7 +149,7 @@ func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, n
 		var top int64 // the block's largest capacity - in-flight, whatever each member's availability
 		for j := p; j < end; j++ {
 			m := ms[j]
-			inFlight := m.b.inFlight.Load()
+			inFlight := m.slot.inFlight.Load()
 			if raw := m.capacity - inFlight; raw > top {
 				top = raw
 			}
@@ -219,7 +219,7 @@ func (s *Snapshot) candidates(l *candList, now time.Time) int {
 	set := l.cur.Load()
 	for gi := range set.groups {
 		for _, m := range set.groups[gi].members {
-			if limit, ok := s.available(m, nil, now); ok && m.b.inFlight.Load() < limit {
+			if limit, ok := s.available(m, nil, now); ok && m.slot.inFlight.Load() < limit {
 				n++
 			}
 		}

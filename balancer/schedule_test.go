@@ -206,7 +206,7 @@ func TestRanking(t *testing.T) {
 			s := b.Snapshot()
 			for _, h := range tc.held {
 				for i := 0; i < h.n; i++ {
-					s.byID[h.id].b.inFlight.Add(1)
+					s.byID[h.id].slot.inFlight.Add(1)
 				}
 			}
 			app := s.AppByName("www")

@@ -19,6 +19,7 @@ const (
 // member is one backend as it appears in a snapshot.
 type member struct {
 	b        *Backend
+	slot     *slot // b.slot, one load closer to the pick's scan
 	cfg      configs.Backend
 	capacity int64
 	pool     string
@@ -173,6 +174,7 @@ func buildSnapshot(in buildInput) *Snapshot {
 		pool, source := resolveBackendPool(cb, in.overrides)
 		m := &member{
 			b:        in.backends[cb.ID],
+			slot:     in.backends[cb.ID].slot,
 			cfg:      cb,
 			capacity: int64(cb.Capacity),
 			pool:     pool,
@@ -263,7 +265,7 @@ func (s *Snapshot) retire() {
 func (s *Snapshot) registerAll() {
 	for _, m := range s.members {
 		if len(s.byPool[m.pool]) == 0 {
-			m.b.hints.Store(nil)
+			m.slot.hints.Store(nil)
 		}
 	}
 	for _, lists := range s.byPool {

@@ -1,0 +1,76 @@
+package balancer
+
+import (
+	"math"
+	"sync/atomic"
+
+	"pollbal/configs"
+)
+
+// slot is the in-flight count of one backend address and the block hints its releases raise.
+// It belongs to the address, not to one configuration: every Backend with that address, in any
+// snapshot, shares it, so a reload that changes the capacity, renames the id, or removes the
+// backend and later adds it back keeps counting the leases still held on it, and the capacity
+// limit holds across any sequence of reloads. It is safe for concurrent use and must not be
+// copied.
+type slot struct {
+	inFlight atomic.Int64
+	hints    atomic.Pointer[[]hintReg] // block hints of the current candidate sets its backend is in
+}
+
+// retired is the count a slot is set to when the registry forgets it: a pick through an older
+// snapshot that still lists its backend then sees no spare and a take finds it full, so no lease
+// can land on a slot that a later re-adding of the address would not share.
+const retired = math.MaxInt64 / 2
+
+// tryAcquire takes one slot if fewer than limit are in flight: one atomic check-and-take, so no
+// interleaving of callers can put more than limit leases on the address.
+func (s *slot) tryAcquire(limit int64) bool {
+	for {
+		n := s.inFlight.Load()
+		if n >= limit {
+			return false
+		}
+		if s.inFlight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release returns a lease and raises the spare hints of the blocks the address is in, so a pick
+// never skips a block that now holds more spare than its hint says.
+func (s *slot) release() {
+	n := s.inFlight.Add(-1)
+	if regs := s.hints.Load(); regs != nil {
+		for _, r := range *regs {
+			r.hint.raise(r.capacity - n)
+		}
+	}
+}
+
+// count is the number of leases held, 0 for a retired slot.
+func (s *slot) count() int64 {
+	if n := s.inFlight.Load(); n < retired/2 {
+		return n
+	}
+	return 0
+}
+
+// syncSlots gives the slot of every address of cfg from the registry, adding the new ones, and
+// forgets the slots of addresses cfg no longer lists once nothing is in flight on them: until
+// then they are kept, so that the address coming back finds its leases still counted. The
+// caller holds the balancer's mutex.
+func syncSlots(registry map[string]*slot, cfg *configs.Config) {
+	listed := make(map[string]bool, len(cfg.Backends))
+	for _, cb := range cfg.Backends {
+		listed[cb.Address] = true
+		if registry[cb.Address] == nil {
+			registry[cb.Address] = &slot{}
+		}
+	}
+	for addr, s := range registry {
+		if !listed[addr] && s.inFlight.CompareAndSwap(0, retired) {
+			delete(registry, addr)
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package balancer
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"pollbal/configs"
+)
+
+// Regression: 250 requests in flight on a backend of capacity 300, removed by a reload and added
+// back by the next, then 300 more: the backend got 550 at once, because the re-added backend
+// started a new count. Leases are counted per address, whatever configuration took them.
+func TestLeasesCountedPerAddressAcrossReloads(t *testing.T) {
+	const addr = "127.0.0.1:20001"
+	other := configs.Backend{ID: "other", Address: "127.0.0.1:20002", Pool: "elsewhere", Capacity: 5}
+	be := func(id string, capacity int) []configs.Backend {
+		return []configs.Backend{{ID: id, Address: addr, Capacity: capacity}, other}
+	}
+	cases := []struct {
+		name     string
+		capacity int                 // of backend "a" at addr, where the leases are taken
+		held     int                 // leases taken before the reloads
+		reloads  [][]configs.Backend // applied in order
+		id       string              // the backend's id at addr after the reloads
+		final    int                 // its capacity after the reloads
+	}{
+		{name: "unchanged", capacity: 300, held: 250, reloads: [][]configs.Backend{be("a", 300)}, id: "a", final: 300},
+		{name: "capacity lowered below the leases held", capacity: 300, held: 250, reloads: [][]configs.Backend{be("a", 200)}, id: "a", final: 200},
+		{name: "capacity raised", capacity: 3, held: 3, reloads: [][]configs.Backend{be("a", 5)}, id: "a", final: 5},
+		{name: "id renamed", capacity: 300, held: 250, reloads: [][]configs.Backend{be("b", 300)}, id: "b", final: 300},
+		{name: "removed, then added back (the measured case)", capacity: 300, held: 250,
+			reloads: [][]configs.Backend{{other}, be("a", 300)}, id: "a", final: 300},
+		{name: "removed, then added back under another id and capacity", capacity: 10, held: 8,
+			reloads: [][]configs.Backend{{other}, {other}, be("c", 9)}, id: "c", final: 9},
+		{name: "capacity 1 removed and added back", capacity: 1, held: 1,
+			reloads: [][]configs.Backend{{other}, be("a", 1)}, id: "a", final: 1},
+	}
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bal := newTestBalancer(t, cfgOf(apps, be("a", tc.capacity)), nil)
+			markReady(bal, []string{"a", "other"})
+			held := make([]Lease, 0, tc.held)
+			for range tc.held {
+				s := bal.Snapshot()
+				l, err := s.Acquire(s.AppByName("www"), nil)
+				if err != nil {
+					t.Fatalf("lease %d: %v", len(held), err)
+				}
+				held = append(held, l)
+			}
+			for _, bs := range tc.reloads {
+				bal.Update(cfgOf(apps, bs))
+				ids := []string{}
+				for _, b := range bs {
+					ids = append(ids, b.ID)
+				}
+				markReady(bal, ids)
+				checkHints(t, bal.Snapshot())
+			}
+			s := bal.Snapshot()
+			rt := s.byID[tc.id].b
+			if got := rt.InFlight(); got != int64(tc.held) {
+				t.Fatalf("%s in flight %d after the reloads, want the %d held before them", tc.id, got, tc.held)
+			}
+			// Take what is left, then one more: the last must be refused.
+			more := acquireAll(t, bal)
+			if want := max(0, tc.final-tc.held); len(more) != want {
+				t.Fatalf("took %d more leases on capacity %d with %d held, want %d", len(more), tc.final, tc.held, want)
+			}
+			checkHints(t, bal.Snapshot())
+			// Releasing the old leases frees slots in the same count, and the block hints the
+			// refused picks lowered are raised again: exactly capacity can be held once more.
+			for _, l := range held {
+				l.Release()
+			}
+			for _, l := range more {
+				l.Release()
+			}
+			if got := rt.InFlight(); got != 0 {
+				t.Fatalf("in flight %d after every release, want 0", got)
+			}
+			checkHints(t, bal.Snapshot())
+			again := acquireAll(t, bal)
+			if len(again) != tc.final {
+				t.Fatalf("after the releases took %d leases, want capacity %d", len(again), tc.final)
+			}
+			for _, l := range again {
+				l.Release()
+			}
+		})
+	}
+}
+
+// acquireAll takes leases for app www until it is refused, and returns them.
+func acquireAll(t *testing.T, bal *Balancer) []Lease {
+	t.Helper()
+	var out []Lease
+	for {
+		s := bal.Snapshot()
+		l, err := s.Acquire(s.AppByName("www"), nil)
+		if errors.Is(err, ErrNoCandidate) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+		if len(out) > 10000 {
+			t.Fatal("no refusal after 10000 leases")
+		}
+	}
+}
+
+// TestSlotsOfRemovedAddressesAreForgotten: the count of an address that the configuration no
+// longer lists is kept while leases are held on it and dropped by the next reload after they
+// are all released; a request still holding the snapshot from before that reload cannot lease
+// the forgotten count, so an address added back later never starts below what is in flight.
+func TestSlotsOfRemovedAddressesAreForgotten(t *testing.T) {
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	both := []configs.Backend{{ID: "a", Address: "127.0.0.1:20001", Capacity: 2}, {ID: "b", Address: "127.0.0.1:20002", Capacity: 2}}
+	onlyB := both[1:]
+	bal := newTestBalancer(t, cfgOf(apps, both), nil)
+	markReady(bal, []string{"a", "b"})
+	s := bal.Snapshot()
+	var tried Tried
+	tried.Add(s.byID["b"].b)
+	l, err := s.Acquire(s.AppByName("www"), &tried)
+	if err != nil || l.Backend.ID != "a" {
+		t.Fatalf("lease on a: %v %v", l.Backend, err)
+	}
+	bal.Update(cfgOf(apps, onlyB))
+	bal.Update(cfgOf(apps, onlyB))
+	if len(bal.slots) != 2 {
+		t.Fatalf("%d counts kept, want 2 (a still holds a lease)", len(bal.slots))
+	}
+	l.Release()
+	bal.Update(cfgOf(apps, onlyB))
+	if len(bal.slots) != 1 {
+		t.Fatalf("%d counts kept after a's last release and a reload, want 1", len(bal.slots))
+	}
+	// s is the snapshot from before a was removed: a is forgotten, so it is full there.
+	if l, err := s.Acquire(s.AppByName("www"), &tried); err == nil {
+		t.Fatalf("leased %s through a snapshot from before its address was forgotten", l.Backend.ID)
+	}
+	bal.Update(cfgOf(apps, both))
+	markReady(bal, []string{"a"})
+	if got := bal.Snapshot().byID["a"].b.InFlight(); got != 0 {
+		t.Fatalf("a added back with %d in flight, want 0", got)
+	}
+}
+
+// TestLeasesBoundedPerAddressUnderRandomReloads has workers take and release leases while
+// reloads rename, remove, re-add and resize the backends of fixed addresses. The workers count
+// their own leases per address (after taking, before releasing), and that count never exceeds
+// the largest capacity the address was ever given.
+func TestLeasesBoundedPerAddressUnderRandomReloads(t *testing.T) {
+	const nAddrs = 4
+	rng := rand.New(rand.NewPCG(3, 4))
+	var maxCap, own, peak [nAddrs]atomic.Int64
+	addrIndex := map[string]int{}
+	for i := range nAddrs {
+		addrIndex[fmt.Sprintf("127.0.0.1:%d", 21000+i)] = i
+	}
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	mkCfg := func() (*configs.Config, []string) {
+		var bs []configs.Backend
+		var ids []string
+		for i := range nAddrs {
+			if rng.IntN(5) == 0 {
+				continue // removed by this reload
+			}
+			c := 1 + rng.IntN(3)
+			for {
+				old := maxCap[i].Load()
+				if int64(c) <= old || maxCap[i].CompareAndSwap(old, int64(c)) {
+					break
+				}
+			}
+			id := fmt.Sprintf("%c%d", "abc"[rng.IntN(3)], i) // renamed now and then
+			bs = append(bs, configs.Backend{ID: id, Address: fmt.Sprintf("127.0.0.1:%d", 21000+i), Capacity: c})
+			ids = append(ids, id)
+		}
+		return cfgOf(apps, bs), ids
+	}
+	cfg, ids := mkCfg()
+	bal := newTestBalancer(t, cfg, nil)
+	markReady(bal, ids)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var taken atomic.Int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var held []Lease
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					for _, l := range held {
+						own[addrIndex[l.Backend.Address]].Add(-1)
+						l.Release()
+					}
+					return
+				default:
+				}
+				if len(held) > 0 && (i+w)%3 == 0 {
+					l := held[len(held)-1]
+					held = held[:len(held)-1]
+					own[addrIndex[l.Backend.Address]].Add(-1)
+					l.Release()
+					continue
+				}
+				s := bal.Snapshot()
+				l, err := s.Acquire(s.AppByName("www"), nil)
+				if err != nil {
+					continue
+				}
+				taken.Add(1)
+				k := addrIndex[l.Backend.Address]
+				n := own[k].Add(1)
+				if n > maxCap[k].Load() {
+					t.Errorf("%s: %d leases held, capacity never above %d", l.Backend.Address, n, maxCap[k].Load())
+				}
+				for {
+					old := peak[k].Load()
+					if n <= old || peak[k].CompareAndSwap(old, n) {
+						break
+					}
+				}
+				held = append(held, l)
+			}
+		}()
+	}
+	for round := 0; round < 300 || (taken.Load() < 5000 && round < 100000); round++ {
+		next, ids := mkCfg()
+		bal.Update(next)
+		markReady(bal, ids)
+	}
+	close(stop)
+	wg.Wait()
+	if taken.Load() == 0 {
+		t.Fatal("no lease was taken: the test exercised nothing")
+	}
+	for addr, k := range addrIndex {
+		if s := bal.slots[addr]; s != nil && s.count() != 0 {
+			t.Errorf("%s: %d in flight after every release", addr, s.count())
+		}
+		t.Logf("%s: peak %d, largest capacity %d", addr, peak[k].Load(), maxCap[k].Load())
+	}
+}
