@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 
 	"pollbal/configs"
 )
@@ -98,11 +97,8 @@ func saveState(path string, overrides map[string]string) (replaced bool, err err
 		return false, fmt.Errorf("save state: %w", err)
 	}
 	data = append(data, '\n')
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	dir, prefix := tempPrefix(path)
+	tmp, err := os.CreateTemp(dir, prefix+"*")
 	if err != nil {
 		return false, fmt.Errorf("save state: %w", err)
 	}

@@ -61,6 +61,14 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	s.reg.MustRegister(s.reloadOK)
 	s.reloadOK.Set(1)
 
+	// Temporary files of state-file writes that a crash interrupted are never read again.
+	removed, err := admin.RemoveStaleTemps(cfg.Admin.StateFile)
+	if len(removed) > 0 {
+		log.Info("removed temporary files that interrupted state-file writes left behind", "files", removed)
+	}
+	if err != nil {
+		log.Warn("could not remove every leftover state-file temporary file", "err", err)
+	}
 	overrides, err := admin.LoadState(cfg.Admin.StateFile)
 	if err != nil {
 		return nil, fmt.Errorf("admin.state_file: %w", err)
