@@ -13,6 +13,9 @@ import (
 // request. It never keeps ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.now()
+	if c, ok := ctx.Conn().(*clientConn); ok {
+		c.handling()
+	}
 	snap := p.bal.Snapshot()
 	app := snap.Route(ctx.Host())
 	m := p.metrics.noApp

@@ -38,18 +38,22 @@ type Proxy struct {
 	// trust is proxy.trusted_proxies of the configuration requests last saw.
 	trust trustCache
 
+	open        atomic.Int64 // client connections open, on every listener (max_connections)
+	connMetrics *connMetrics
+
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
 	stopping atomic.Bool
 
 	mu       sync.Mutex // guards the fields below
 	stopped  bool
-	serveLns []net.Listener
+	serveLns []*listener
 }
 
 // New builds a Proxy on a balancer. The server's settings follow the bench tuning
-// (shared/bench/TUNING.md): no server-side read, write or idle deadlines, no Server, Date or
-// default Content-Type headers of its own, and the request time taken lazily.
+// (shared/bench/TUNING.md): no server-side read, write or idle deadlines (the client timeouts
+// are enforced by each listener's scanner instead, see scan.go), no Server, Date or default
+// Content-Type headers of its own, and the request time taken lazily.
 func New(o Options) (*Proxy, error) {
 	if o.Balancer == nil {
 		return nil, errors.New("proxy: nil balancer")
@@ -71,6 +75,9 @@ func New(o Options) (*Proxy, error) {
 		metrics: m,
 		clock:   newMonoClock(),
 	}
+	if p.connMetrics, err = newConnMetrics(o.Registerer, func() float64 { return float64(p.open.Load()) }); err != nil {
+		return nil, err
+	}
 	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
 	p.upstreams = newUpstreams(p.watch)
 	p.srv = &fasthttp.Server{
@@ -78,6 +85,7 @@ func New(o Options) (*Proxy, error) {
 		ErrorHandler:          p.errorHandler,
 		HeaderReceived:        p.headerReceived,
 		ExpectHandler:         p.expectContinue,
+		ConnState:             p.connState,
 		Logger:                serverLog{o.Logger},
 		MaxRequestBodySize:    o.Balancer.Snapshot().Config().Proxy.MaxRequestBody,
 		ReadBufferSize:        readBufferSize,
@@ -91,19 +99,22 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
-// Serve accepts client connections on ln until Shutdown. It returns nil after Shutdown, and an
-// error when ln fails otherwise.
+// Serve accepts client connections on ln until Shutdown. Failed Accepts are waited out, never
+// returned (see listener); it returns nil after Shutdown, and an error when serving fails
+// otherwise.
 func (p *Proxy) Serve(ln net.Listener) error {
+	l := newListener(ln, p)
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
 		_ = ln.Close()
 		return nil
 	}
-	p.serveLns = append(p.serveLns, ln)
+	p.serveLns = append(p.serveLns, l)
 	p.mu.Unlock()
 
-	err := p.srv.Serve(ln)
+	go l.scanLoop()
+	err := p.srv.Serve(l)
 	p.mu.Lock()
 	stopped := p.stopped
 	p.mu.Unlock()
@@ -113,17 +124,22 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Shutdown stops accepting connections, closes idle ones, and waits until the requests in
-// flight have been answered or ctx ends (then it returns ctx's error and those requests still
-// finish in the background). Responses written during shutdown carry "Connection: close".
-// Teardown order: listeners, client connections as they go idle, then idle backend connections;
-// the backend-timeout watchdog ends by itself once no backend connection is left.
+// Shutdown stops accepting connections, closes at once every one without a request in flight
+// (idle keep-alives and half-sent headers), and waits until the requests in flight have been
+// answered or ctx ends (then it returns ctx's error and those requests still finish in the
+// background). Responses written during shutdown carry "Connection: close". Teardown order:
+// listeners, quiet client connections, the others as their request ends, then idle backend
+// connections; the scanners and the backend-timeout watchdog end by themselves once no
+// connection is left.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.stopping.Store(true)
 	p.mu.Lock()
 	p.stopped = true
 	lns := p.serveLns
 	p.mu.Unlock()
+	for _, l := range lns {
+		l.wake() // the scan sees stopping: quiet connections are closed now
+	}
 
 	err := p.srv.ShutdownWithContext(ctx)
 	// A Serve that had not handed its listener to the server yet when the server stopped would
@@ -154,6 +170,32 @@ func (p *Proxy) Reload() {
 		names[a.Name] = true
 	}
 	p.metrics.keep(names)
+}
+
+// connState follows a client connection through fasthttp's states, for the client timeouts.
+func (p *Proxy) connState(nc net.Conn, st fasthttp.ConnState) {
+	c, ok := nc.(*clientConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case fasthttp.StateActive:
+		c.requestStarted()
+	case fasthttp.StateIdle:
+		c.requestServed()
+	case fasthttp.StateHijacked:
+		c.hijacked()
+	}
+}
+
+// admit counts a new client connection in, unless proxy.max_connections are open.
+func (p *Proxy) admit() bool {
+	n := p.open.Add(1)
+	if limit := p.bal.Snapshot().Config().Proxy.MaxConnections; limit > 0 && n > int64(limit) {
+		p.open.Add(-1)
+		return false
+	}
+	return true
 }
 
 // headerReceived sets the body limit per request from the current configuration, so a reload

@@ -18,6 +18,9 @@ var specMetrics = []string{
 	"pollbal_warnings_sent_total", "pollbal_warning_errors_total", "pollbal_pool_exhausted_total",
 	"pollbal_pool_fallback_total", "pollbal_requests_total", "pollbal_request_duration_seconds",
 	"pollbal_config_last_reload_successful",
+	// SPEC §8
+	"pollbal_client_connections", "pollbal_accept_errors_total", "pollbal_client_timeouts_total",
+	"pollbal_client_connections_refused_total",
 }
 
 // TestEndToEndMetrics scrapes the real binary's /metrics after traffic that exercises every

@@ -23,9 +23,6 @@ import (
 	"pollbal/warning"
 )
 
-// drainTimeout bounds how long shutdown waits for in-flight requests.
-const drainTimeout = 30 * time.Second
-
 // server wires one pollbal instance: poller → balancer (+ warnings) → proxy, and the admin
 // listener. It owns the reload path.
 type server struct {
@@ -107,6 +104,7 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	raiseFileLimit(log, filesNeeded(cfg))
 	if s.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
@@ -137,7 +135,8 @@ func targets(cfg *configs.Config) []poller.Target {
 }
 
 // run serves until ctx ends, reloading on every hup. Teardown order: stop accepting client
-// traffic and drain it, stop polling, wait for warning posts and alarm deliveries, close admin.
+// traffic, close its quiet connections and wait up to proxy.shutdown_timeout for the requests
+// in flight, stop polling, wait for warning posts and alarm deliveries, close admin.
 func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	s.log.Info("pollbal started", "version", version, "site", s.cfg.Site,
 		"listen", s.proxyLn.Addr().String(), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends))
@@ -169,7 +168,10 @@ loop:
 			}
 		}
 	}
-	s.log.Info("shutting down: draining in-flight requests", "timeout", drainTimeout)
+	s.mu.Lock()
+	drainTimeout := s.cfg.Proxy.ShutdownTimeout
+	s.mu.Unlock()
+	s.log.Info("shutting down: closing idle connections, waiting for requests in flight", "timeout", drainTimeout)
 	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	if err := s.proxy.Shutdown(drainCtx); err != nil {

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"log/slog"
+	"syscall"
+
+	"pollbal/configs"
+)
+
+// filesNeeded is the descriptor budget a configuration needs: every client connection, a
+// connection and a check to every backend, and room for listeners, files and the runtime.
+func filesNeeded(cfg *configs.Config) uint64 {
+	return uint64(cfg.Proxy.MaxConnections) + 2*uint64(len(cfg.Backends)) + 64
+}
+
+// raiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit, and warns when the limit is
+// still below need: past it, pollbal keeps serving but waits for descriptors to accept.
+func raiseFileLimit(log *slog.Logger, need uint64) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		log.Warn("cannot read the open file limit", "error", err)
+		return
+	}
+	if lim.Cur < lim.Max {
+		raised := syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err != nil {
+			log.Warn("cannot raise the open file limit to its hard limit", "soft", lim.Cur, "hard", lim.Max, "error", err)
+		} else {
+			lim = raised
+		}
+	}
+	if lim.Cur < need {
+		log.Warn("open file limit below what proxy.max_connections needs; raise it (LimitNOFILE= in the systemd unit, ulimit -n) or lower max_connections",
+			"limit", lim.Cur, "need", need)
+	}
+}

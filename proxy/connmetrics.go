@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// connMetrics are the client connections' metrics, children resolved once. It is safe for
+// concurrent use.
+type connMetrics struct {
+	acceptErrors prometheus.Counter
+	refused      prometheus.Counter
+
+	headerTimeouts, clientTimeouts, idleTimeouts prometheus.Counter
+}
+
+// newConnMetrics registers the connection metrics; open is read for the connections gauge.
+func newConnMetrics(reg prometheus.Registerer, open func() float64) (*connMetrics, error) {
+	timeouts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pollbal_client_timeouts_total",
+		Help: "Client connections closed by a timeout: header (408 request_timeout), client (no byte moved during a request) or idle (keep-alive).",
+	}, []string{"kind"})
+	m := &connMetrics{
+		acceptErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pollbal_accept_errors_total",
+			Help: "Accepts of client connections that failed (out of descriptors, of buffers…); serving goes on after a short back-off.",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pollbal_client_connections_refused_total",
+			Help: "Client connections closed at once because proxy.max_connections were open.",
+		}),
+		headerTimeouts: timeouts.WithLabelValues("header"),
+		clientTimeouts: timeouts.WithLabelValues("client"),
+		idleTimeouts:   timeouts.WithLabelValues("idle"),
+	}
+	gauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pollbal_client_connections",
+		Help: "Client connections open now.",
+	}, open)
+	for _, c := range []prometheus.Collector{m.acceptErrors, m.refused, timeouts, gauge} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register connection metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,173 @@
+package proxy
+
+import (
+	"io"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// clientLimits are the client-side timeouts of proxy: (header_timeout, client_timeout,
+// idle_timeout); zero disables one.
+type clientLimits struct {
+	header, client, idle time.Duration
+}
+
+// verdict is the scanner's decision for one connection.
+type verdict int
+
+const (
+	keepConn      verdict = iota
+	cutHeader             // headers late: answer 408 request_timeout, then close
+	cutHeaderMute         // headers late while a pipelined answer is being written: close
+	cutClient             // no byte moved for client_timeout during a request: close
+	cutIdle               // keep-alive connection idle for idle_timeout: close
+	closeQuiet            // shutting down and no request in flight: close
+)
+
+// Scan ticks: a tenth of the shortest timeout, within these bounds. A connection is cut at
+// least its timeout after the state began, and at most one tick later.
+const (
+	minScanTick = 10 * time.Millisecond
+	maxScanTick = 250 * time.Millisecond
+)
+
+func scanTick(lim clientLimits) time.Duration {
+	tick := maxScanTick
+	for _, d := range []time.Duration{lim.header, lim.client, lim.idle} {
+		if d > 0 && d/10 < tick {
+			tick = d / 10
+		}
+	}
+	return max(tick, minScanTick)
+}
+
+// judgeClient is the scanner's decision for one connection at one scan: rec is what it knew,
+// phase and io the connection's words now, now the scan's time. It returns the updated record
+// and the verdict.
+//
+// A state is timed from the first scan that saw it (so never from before it began): a new
+// phase restarts the clock; during a request, so does any Read or Write starting or ending.
+// The header phase is timed as a whole (bytes trickling in do not extend it), and a request
+// waiting on its backend (no Read or Write under way) is backend_timeout's business, not the
+// client's.
+func judgeClient(rec record, phase, io uint64, now time.Duration, lim clientLimits, stopping bool) (record, verdict) {
+	kind := phase & phaseMask
+	if phase != rec.phase || (kind == phaseBusy && io != rec.io) {
+		rec.since = now
+	}
+	rec.phase, rec.io = phase, io
+	elapsed := now - rec.since
+	switch kind {
+	case phaseHeader:
+		switch {
+		case stopping:
+			return rec, closeQuiet
+		case lim.header > 0 && elapsed >= lim.header && io&ioWriting != 0:
+			return rec, cutHeaderMute
+		case lim.header > 0 && elapsed >= lim.header:
+			return rec, cutHeader
+		}
+	case phaseIdle:
+		switch {
+		case stopping:
+			return rec, closeQuiet
+		case lim.idle > 0 && elapsed >= lim.idle:
+			return rec, cutIdle
+		}
+	case phaseBusy:
+		if lim.client > 0 && elapsed >= lim.client && io&(ioReading|ioWriting) != 0 {
+			return rec, cutClient
+		}
+	}
+	return rec, keepConn
+}
+
+// scanLoop runs the listener's scanner until the listener is closed and its last connection
+// is gone.
+func (l *listener) scanLoop() {
+	t := time.NewTimer(scanTick(l.limits()))
+	defer t.Stop()
+	var cut []cutConn // reused by every scan
+	for {
+		select {
+		case <-t.C:
+		case <-l.kick:
+		}
+		var more bool
+		if cut, more = l.scan(cut[:0]); !more {
+			return
+		}
+		t.Reset(scanTick(l.limits()))
+	}
+}
+
+// cutConn is a connection the scan decided to close, and why.
+type cutConn struct {
+	c *clientConn
+	v verdict
+}
+
+// scan judges every connection and acts on the verdicts, using cut as scratch space, which it
+// returns. It reports false when the listener is closed and no connection is left.
+func (l *listener) scan(cut []cutConn) ([]cutConn, bool) {
+	defer l.scans.Add(1)
+	lim := l.limits()
+	stopping := l.p.stopping.Load()
+	now := l.p.clock.now()
+	l.mu.Lock()
+	for _, c := range l.conns {
+		var v verdict
+		if c.rec, v = judgeClient(c.rec, c.phase.Load(), c.io.Load(), now, lim, stopping); v != keepConn {
+			cut = append(cut, cutConn{c, v})
+		}
+	}
+	more := len(l.conns) > 0 || !l.isClosed()
+	l.mu.Unlock()
+	for i, k := range cut {
+		l.cut(k.c, k.v)
+		cut[i] = cutConn{}
+	}
+	return cut, more
+}
+
+// headerTimeoutWrite bounds writing the 408 to a client that does not read.
+const headerTimeoutWrite = time.Second
+
+// cut closes c for verdict v, counting the timeout.
+func (l *listener) cut(c *clientConn, v verdict) {
+	m := l.p.connMetrics
+	switch v {
+	case cutHeader:
+		m.headerTimeouts.Inc()
+		l.p.metrics.noApp.count(fasthttp.StatusRequestTimeout)
+		// In its own goroutine: the scanner never waits on a client.
+		go func() {
+			// Headers that completed since the scan are a request now: no 408 across its answer.
+			if c.phase.Load()&phaseMask == phaseHeader {
+				_ = c.Conn.SetWriteDeadline(time.Now().Add(headerTimeoutWrite))
+				writeHeaderTimeout(c.Conn)
+			}
+			_ = c.Close()
+		}()
+		return
+	case cutHeaderMute:
+		m.headerTimeouts.Inc()
+	case cutClient:
+		m.clientTimeouts.Inc()
+	case cutIdle:
+		m.idleTimeouts.Inc()
+	}
+	_ = c.Close()
+}
+
+// writeHeaderTimeout writes the 408 request_timeout answer for headers that came too late.
+func writeHeaderTimeout(w io.Writer) {
+	var r fasthttp.Response
+	r.SetStatusCode(fasthttp.StatusRequestTimeout)
+	r.Header.SetContentType(textPlain)
+	r.Header.Set(headerReason, reasonRequestTimeout)
+	r.SetConnectionClose()
+	r.SetBodyString("request headers not received in time\n")
+	_, _ = r.WriteTo(w)
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"testing"
+	"time"
+)
+
+func TestJudgeClient(t *testing.T) {
+	lim := clientLimits{header: 10 * time.Second, client: 60 * time.Second, idle: 30 * time.Second}
+	const (
+		header  = 3*phaseStep | phaseHeader
+		busy    = 4*phaseStep | phaseBusy
+		idle    = 5*phaseStep | phaseIdle
+		hijack  = 6*phaseStep | phaseHijacked
+		reading = 7*ioStep | ioReading
+		writing = 9*ioStep | ioWriting
+		quiet   = 8 * ioStep
+	)
+	s := time.Second
+	tests := []struct {
+		name      string
+		rec       record
+		phase, io uint64
+		now       time.Duration
+		lim       clientLimits
+		stopping  bool
+		wantSince time.Duration
+		want      verdict
+	}{
+		{name: "new connection within header_timeout", rec: record{phase: 0, since: 5 * s}, phase: 0, now: 14 * s, lim: lim, wantSince: 5 * s, want: keepConn},
+		{name: "new connection at header_timeout gets 408", rec: record{phase: 0, since: 5 * s}, phase: 0, now: 15 * s, lim: lim, wantSince: 5 * s, want: cutHeader},
+		{name: "header phase not extended by bytes trickling in", rec: record{phase: header, io: quiet, since: 1 * s}, phase: header, io: reading + 40*ioStep, now: 11 * s, lim: lim, wantSince: 1 * s, want: cutHeader},
+		{name: "header phase first seen now is timed from now", rec: record{phase: idle, since: 0}, phase: header, now: 50 * s, lim: lim, wantSince: 50 * s, want: keepConn},
+		{name: "late headers while a pipelined answer is written: close without 408", rec: record{phase: header, since: 0}, phase: header, io: writing, now: 10 * s, lim: lim, want: cutHeaderMute},
+		{name: "header_timeout 0 disables it", rec: record{phase: header, since: 0}, phase: header, now: time.Hour, lim: clientLimits{}, want: keepConn},
+		{name: "idle within idle_timeout", rec: record{phase: idle, since: 0}, phase: idle, io: reading, now: 29 * s, lim: lim, want: keepConn},
+		{name: "idle at idle_timeout", rec: record{phase: idle, since: 0}, phase: idle, io: reading, now: 30 * s, lim: lim, want: cutIdle},
+		{name: "a quick request between two scans starts a new idle period", rec: record{phase: idle, since: 0}, phase: idle + 3*phaseStep, now: 30 * s, lim: lim, wantSince: 30 * s, want: keepConn},
+		{name: "busy reading the body, stalled for client_timeout", rec: record{phase: busy, io: reading, since: 0}, phase: busy, io: reading, now: 60 * s, lim: lim, want: cutClient},
+		{name: "busy writing the answer, stalled for client_timeout", rec: record{phase: busy, io: writing, since: 0}, phase: busy, io: writing, now: 60 * s, lim: lim, want: cutClient},
+		{name: "busy with progress since the last scan", rec: record{phase: busy, io: writing, since: 0}, phase: busy, io: writing + 2*ioStep, now: 60 * s, lim: lim, wantSince: 60 * s, want: keepConn},
+		{name: "busy waiting on the backend is not the client's fault", rec: record{phase: busy, io: quiet, since: 0}, phase: busy, io: quiet, now: time.Hour, lim: lim, want: keepConn},
+		{name: "hijacked connections are not timed", rec: record{phase: hijack, io: reading, since: 0}, phase: hijack, io: reading, now: time.Hour, lim: lim, want: keepConn},
+		{name: "stopping closes an idle connection at once", rec: record{phase: idle, since: 0}, phase: idle, now: s, lim: lim, stopping: true, want: closeQuiet},
+		{name: "stopping closes half-sent headers at once", rec: record{phase: header, since: 0}, phase: header, io: reading, now: s, lim: lim, stopping: true, want: closeQuiet},
+		{name: "stopping waits for a request in flight", rec: record{phase: busy, io: quiet, since: 0}, phase: busy, io: quiet, now: s, lim: lim, stopping: true, want: keepConn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, v := judgeClient(tt.rec, tt.phase, tt.io, tt.now, tt.lim, tt.stopping)
+			if v != tt.want {
+				t.Errorf("verdict %d, want %d", v, tt.want)
+			}
+			if rec.since != tt.wantSince || rec.phase != tt.phase || rec.io != tt.io {
+				t.Errorf("record %+v, want since %s with the words seen", rec, tt.wantSince)
+			}
+		})
+	}
+}
+
+func TestHeadersEnd(t *testing.T) {
+	tests := []struct {
+		name        string
+		matched     int
+		p           string
+		wantMatched int
+		wantDone    bool
+	}{
+		{name: "whole request in one read", p: "GET / HTTP/1.1\r\nHost: a\r\n\r\n", wantDone: true},
+		{name: "headers and part of the body", p: "POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", wantDone: true},
+		{name: "unfinished", p: "GET / HTTP/1.1\r\nHost: a", wantMatched: 0},
+		{name: "ends with the first half of the mark", p: "GET / HTTP/1.1\r\nHost: a\r\n", wantMatched: 2},
+		{name: "ends with three bytes of the mark", p: "Host: a\r\n\r", wantMatched: 3},
+		{name: "mark completed by the next read", matched: 3, p: "\n", wantDone: true},
+		{name: "mark completed across reads with body", matched: 2, p: "\r\nbody", wantDone: true},
+		{name: "partial mark continued but not finished", matched: 1, p: "\n\r", wantMatched: 3},
+		{name: "partial mark broken by a header", matched: 2, p: "X-A: 1\r\n", wantMatched: 2},
+		{name: "partial mark broken, the mark later in the read", matched: 2, p: "X-A: 1\r\n\r\n", wantDone: true},
+		{name: "bare LF line endings never end the block", p: "GET / HTTP/1.1\nHost: a\n\n", wantMatched: 0},
+		{name: "empty read", matched: 2, p: "", wantMatched: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, done := headersEnd(tt.matched, []byte(tt.p))
+			if m != tt.wantMatched || done != tt.wantDone {
+				t.Errorf("headersEnd(%d, %q) = %d, %v; want %d, %v", tt.matched, tt.p, m, done, tt.wantMatched, tt.wantDone)
+			}
+		})
+	}
+}
+
+func TestScanTick(t *testing.T) {
+	tests := []struct {
+		name string
+		lim  clientLimits
+		want time.Duration
+	}{
+		{name: "defaults", lim: clientLimits{header: 10 * time.Second, client: time.Minute, idle: time.Minute}, want: maxScanTick},
+		{name: "a tenth of the shortest", lim: clientLimits{header: time.Second, client: time.Minute}, want: 100 * time.Millisecond},
+		{name: "never below the floor", lim: clientLimits{idle: 20 * time.Millisecond}, want: minScanTick},
+		{name: "all disabled", lim: clientLimits{}, want: maxScanTick},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := scanTick(tt.lim); got != tt.want {
+				t.Errorf("scanTick = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNextAcceptBackoff(t *testing.T) {
+	tests := []struct {
+		name       string
+		prev, want time.Duration
+	}{
+		{name: "first failure", prev: 0, want: minAcceptBackoff},
+		{name: "doubles", prev: 20 * time.Millisecond, want: 40 * time.Millisecond},
+		{name: "capped", prev: 150 * time.Millisecond, want: maxAcceptBackoff},
+		{name: "stays capped", prev: maxAcceptBackoff, want: maxAcceptBackoff},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextAcceptBackoff(tt.prev); got != tt.want {
+				t.Errorf("nextAcceptBackoff(%s) = %s, want %s", tt.prev, got, tt.want)
+			}
+		})
+	}
+}
