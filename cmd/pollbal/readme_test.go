@@ -221,3 +221,21 @@ func TestReadmeCheckExample(t *testing.T) {
 		t.Fatalf("pollbal check prints\n%s\nthe README says\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestReadmeListsEveryCommand keeps the README's command list in step with `pollbal -h`
+// (issue 14: `pollbal version` was missing from the README).
+func TestReadmeListsEveryCommand(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(usage), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "usage:" {
+			continue
+		}
+		if !strings.Contains(string(data), "\n"+line+"\n") {
+			t.Errorf("README does not show the command line %q of `pollbal -h`", line)
+		}
+	}
+}
