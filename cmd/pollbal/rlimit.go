@@ -13,8 +13,9 @@ func filesNeeded(cfg *configs.Config) uint64 {
 	return uint64(cfg.Proxy.MaxConnections) + 2*uint64(len(cfg.Backends)) + 64
 }
 
-// raiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit, and warns when the limit is
-// still below need: past it, pollbal keeps serving but waits for descriptors to accept.
+// raiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit (the Go runtime does so too
+// at start; this keeps it explicit and reports a failure), and warns when the limit is still
+// below need: past it, pollbal keeps serving but waits for descriptors to accept.
 func raiseFileLimit(log *slog.Logger, need uint64) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
