@@ -10,5 +10,8 @@
 // fasthttp itself does; the per-backend clients and per-app metric children are resolved through
 // copy-on-write maps behind atomic pointers. Forwards run without per-request deadlines: a
 // watchdog enforces proxy.backend_timeout by closing backend connections whose request has
-// outlasted it (watchdog.go).
+// outlasted it (watchdog.go). The client side works the same way: each listener (listener.go)
+// survives failing Accepts and enforces proxy.max_connections, and its one scanner (scan.go)
+// enforces the header, client and idle timeouts from two atomic words per connection
+// (clientconn.go), which also let Shutdown close every connection without a request in flight.
 package proxy
