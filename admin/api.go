@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"pollbal/balancer"
@@ -33,6 +35,7 @@ type call struct {
 	target string // backend id, or "" when the action has none
 	method string // the one method the action accepts
 	pool   string // requested pool of a move, for the audit line
+	force  bool   // a reload with ?force=true, for the audit line
 }
 
 // result is an admin API answer: a status and a JSON body.
@@ -80,7 +83,13 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	if c.pool != "" {
 		attrs = append(attrs, slog.String("pool", c.pool))
 	}
+	if c.action == actionReload && c.force {
+		attrs = append(attrs, slog.Bool("force", true))
+	}
 	if e, ok := res.body.(errorBody); ok {
+		if e.Reason != "" {
+			attrs = append(attrs, slog.String("reason", e.Reason))
+		}
 		attrs = append(attrs, slog.String("error", e.Error))
 	}
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "admin call", attrs...)
@@ -127,7 +136,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, c *call, found
 	case actionClear:
 		return s.clear(c.target)
 	default:
-		return s.doReload()
+		force, err := parseForce(r.URL.RawQuery)
+		if err != nil {
+			return fail(http.StatusBadRequest, "%v", err)
+		}
+		c.force = force
+		return s.doReload(r.Context(), force)
 	}
 }
 
@@ -247,14 +261,60 @@ func (s *Server) answer(id string) result {
 	return result{code: http.StatusOK, body: poolAnswer{ID: id, Pool: pool, PoolSource: source}}
 }
 
-func (s *Server) doReload() result {
+func (s *Server) doReload(ctx context.Context, force bool) result {
 	if s.reload == nil {
 		return fail(http.StatusNotImplemented, "reload is not available")
 	}
-	if err := s.reload(); err != nil {
-		return result{code: http.StatusInternalServerError, body: errorBody{
-			Error: "reload rejected; the running configuration stays: " + err.Error(), Problems: configs.Problems(err),
+	if err := s.reload(ctx, force); err != nil {
+		reason := configs.ReasonOf(err)
+		return result{code: reloadRejectedCode(reason), body: errorBody{
+			Error:    "reload rejected (" + reason + "); the running configuration stays: " + err.Error(),
+			Reason:   reason,
+			Problems: configs.Problems(err),
 		}}
 	}
-	return result{code: http.StatusOK, body: map[string]string{"status": "reloaded"}}
+	answer := map[string]any{"status": "reloaded"}
+	if force {
+		answer["forced"] = true
+	}
+	return result{code: http.StatusOK, body: answer}
+}
+
+// reloadRejectedCode is the status of a rejected reload: 409 when the same file may be applied
+// later or forced (the file was changing, the guard refused it), 500 when the file is wrong.
+func reloadRejectedCode(reason string) int {
+	switch reason {
+	case configs.ReasonChanging, configs.ReasonGuard:
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+// parseForce reads POST /admin/reload's query strictly: nothing, or force=true or force=false
+// once. Anything else is an error (400), so that a mistyped force never silently does not force
+// or forces.
+func parseForce(rawQuery string) (bool, error) {
+	if rawQuery == "" {
+		return false, nil
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return false, fmt.Errorf("bad query %q: %v", rawQuery, err)
+	}
+	for k := range q {
+		if k != "force" {
+			return false, fmt.Errorf("unknown query parameter %q (only force=true|false)", k)
+		}
+	}
+	v := q["force"]
+	if len(v) != 1 {
+		return false, errors.New("force given more than once")
+	}
+	switch v[0] {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("force=%q: want true or false", v[0])
 }

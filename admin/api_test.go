@@ -69,13 +69,13 @@ func TestAdminAPIStatusCodes(t *testing.T) {
 		{name: "clear state dir missing", opts: fixtureOptions{stateFile: "/nonexistent-pollbal-dir/state.json", overrides: map[string]string{"web-1": "unassigned"}}, method: "DELETE", path: "/admin/backends/web-1/pool", auth: auth, wantCode: 500, wantInErr: "nothing changed", wantPool: "unassigned/admin"},
 
 		// POST /admin/reload
-		{name: "reload ok", opts: fixtureOptions{reload: func() error { return nil }}, method: "POST", path: "/admin/reload", auth: auth, wantCode: 200},
-		{name: "reload rejected", opts: fixtureOptions{reload: func() error { return configErr }}, method: "POST", path: "/admin/reload", auth: auth, wantCode: 500, wantInErr: "bogus"},
+		{name: "reload ok", opts: fixtureOptions{reload: reloadWith(nil)}, method: "POST", path: "/admin/reload", auth: auth, wantCode: 200},
+		{name: "reload rejected", opts: fixtureOptions{reload: reloadWith(configErr)}, method: "POST", path: "/admin/reload", auth: auth, wantCode: 500, wantInErr: "bogus"},
 		{name: "reload not wired", method: "POST", path: "/admin/reload", auth: auth, wantCode: 501, wantInErr: "not available"},
-		{name: "reload without token", opts: fixtureOptions{reload: func() error { return nil }}, method: "POST", path: "/admin/reload", wantCode: 401, wantInErr: "bearer token"},
-		{name: "reload no token_file", opts: fixtureOptions{noToken: true, reload: func() error { return nil }}, method: "POST", path: "/admin/reload", auth: auth, wantCode: 403, wantInErr: "token_file"},
-		{name: "reload wrong method", opts: fixtureOptions{reload: func() error { return nil }}, method: "GET", path: "/admin/reload", auth: auth, wantCode: 405, wantInErr: "not allowed"},
-		{name: "reload body too large", opts: fixtureOptions{reload: func() error { return nil }}, method: "POST", path: "/admin/reload", auth: auth, body: big, wantCode: 413, wantInErr: "over"},
+		{name: "reload without token", opts: fixtureOptions{reload: reloadWith(nil)}, method: "POST", path: "/admin/reload", wantCode: 401, wantInErr: "bearer token"},
+		{name: "reload no token_file", opts: fixtureOptions{noToken: true, reload: reloadWith(nil)}, method: "POST", path: "/admin/reload", auth: auth, wantCode: 403, wantInErr: "token_file"},
+		{name: "reload wrong method", opts: fixtureOptions{reload: reloadWith(nil)}, method: "GET", path: "/admin/reload", auth: auth, wantCode: 405, wantInErr: "not allowed"},
+		{name: "reload body too large", opts: fixtureOptions{reload: reloadWith(nil)}, method: "POST", path: "/admin/reload", auth: auth, body: big, wantCode: 413, wantInErr: "over"},
 
 		// unknown paths under /admin/
 		{name: "unknown admin path", method: "GET", path: "/admin/nothing", auth: auth, wantCode: 404, wantInErr: "no admin endpoint"},

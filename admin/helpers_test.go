@@ -60,7 +60,7 @@ type fixtureOptions struct {
 	noToken   bool              // no token_file: /admin/* answers 403
 	stateFile string            // "" → a file in a fresh temp dir; "-" → in memory only
 	overrides map[string]string // initial overrides
-	reload    func() error
+	reload    func(ctx context.Context, force bool) error
 	refresh   time.Duration
 	config    *configs.Config // nil → testConfig()
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,8 +28,10 @@ type Options struct {
 	Gatherer  prometheus.Gatherer // served at /metrics
 	TokenFile string              // bearer token for /admin/*; "" → /admin/* answers 403
 	StateFile string              // persisted overrides; "" → in memory only
-	Reload    func() error        // POST /admin/reload (same as SIGHUP); nil → 501
-	Logger    *slog.Logger
+	// Reload is POST /admin/reload (same as SIGHUP; ?force=true passes force); nil → 501. A
+	// rejection's reason (configs.ReasonOf) is answered and audited.
+	Reload func(ctx context.Context, force bool) error
+	Logger *slog.Logger
 	// Refresh is how often the status page reloads itself; 0 means 2 s.
 	Refresh time.Duration
 }
@@ -42,7 +45,7 @@ type settings struct {
 // Server serves the admin listener. It is safe for concurrent use and must not be copied.
 type Server struct {
 	bal      *balancer.Balancer
-	reload   func() error
+	reload   func(ctx context.Context, force bool) error
 	log      *slog.Logger
 	refresh  time.Duration
 	page     *template.Template
@@ -166,5 +169,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // errorBody is every JSON error answer: {"error":"..."}.
 type errorBody struct {
 	Error    string   `json:"error"`
+	Reason   string   `json:"reason,omitempty"` // why a reload was rejected (configs.Reject* reasons)
 	Problems []string `json:"problems,omitempty"`
 }

@@ -21,6 +21,7 @@ var specMetrics = []string{
 	// SPEC §8
 	"pollbal_client_connections", "pollbal_accept_errors_total", "pollbal_client_timeouts_total",
 	"pollbal_client_connections_refused_total",
+	"pollbal_config_reloads_rejected_total",
 }
 
 // TestEndToEndMetrics scrapes the real binary's /metrics after traffic that exercises every

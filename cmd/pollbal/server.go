@@ -30,7 +30,8 @@ type server struct {
 	log  *slog.Logger
 	reg  *prometheus.Registry
 
-	reloadOK prometheus.Gauge
+	reloadOK       prometheus.Gauge
+	reloadRejected *prometheus.CounterVec
 
 	mu  sync.Mutex // serialises reloads
 	cfg *configs.Config
@@ -57,6 +58,7 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	})
 	s.reg.MustRegister(s.reloadOK)
 	s.reloadOK.Set(1)
+	s.reloadRejected = newReloadRejected(s.reg)
 
 	// Temporary files of state-file writes that a crash interrupted are never read again.
 	removed, err := admin.RemoveStaleTemps(cfg.Admin.StateFile)
@@ -160,7 +162,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-hup:
-			_ = s.reload()
+			_ = s.reload(ctx, false) // SIGHUP never forces
 		case err := <-errs:
 			if err != nil {
 				runErr = err
@@ -184,41 +186,6 @@ loop:
 	_ = adminSrv.Shutdown(drainCtx)
 	s.log.Info("pollbal stopped")
 	return runErr
-}
-
-// reload re-reads the configuration. A valid one is applied whole; an invalid one is rejected
-// whole, the old one stays, and the gauge reads 0.
-func (s *server) reload() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cfg, err := configs.Load(s.path)
-	if err == nil {
-		err = s.checkStatic(cfg)
-	}
-	var secret []byte
-	if err == nil {
-		secret, err = readSecret(cfg.Warning.SecretFile)
-	}
-	if err == nil {
-		err = s.admin.Update(cfg.Admin.TokenFile, cfg.Admin.StateFile)
-	}
-	if err != nil {
-		s.reloadOK.Set(0)
-		for _, p := range configs.Problems(err) {
-			s.log.Error("reload rejected; keeping the running configuration", "problem", p)
-		}
-		s.bal.Events().Add("reload", "reload rejected: "+err.Error())
-		return err
-	}
-	s.bal.Update(cfg)
-	s.poll.Update(cfg.Poll, targets(cfg))
-	s.sender.Update(cfg.Warning.Timeout, secret)
-	s.proxy.Reload()
-	s.cfg = cfg
-	s.reloadOK.Set(1)
-	s.bal.Events().Add("reload", "configuration reloaded")
-	s.log.Info("configuration reloaded", "backends", len(cfg.Backends), "apps", len(cfg.Apps))
-	return nil
 }
 
 // checkStatic rejects changes that need a restart rather than half-applying them; each change
