@@ -17,7 +17,8 @@ import (
 // notPollbalYAML lists the YAML files under configs/ and examples/ that are not pollbal
 // configurations, with what they are; every other *.yaml must pass `pollbal check`.
 var notPollbalYAML = map[string]string{
-	"examples/prometheus/pollbal-alerts.yaml": "Prometheus alerting rules (checked by promtool)",
+	"examples/prometheus/pollbal-alerts.yaml":      "Prometheus alerting rules (checked by promtool)",
+	"examples/prometheus/pollbal-alerts_test.yaml": "promtool unit tests of the alerting rules",
 }
 
 // cloneRepo clones the repository this test runs in into a temporary directory: the committed

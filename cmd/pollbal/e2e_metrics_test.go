@@ -17,7 +17,7 @@ var specMetrics = []string{
 	"pollbal_check_duration_seconds", "pollbal_group_serving", "pollbal_group_leaving",
 	"pollbal_warnings_sent_total", "pollbal_warning_errors_total", "pollbal_pool_exhausted_total",
 	"pollbal_pool_fallback_total", "pollbal_requests_total", "pollbal_request_duration_seconds",
-	"pollbal_config_last_reload_successful",
+	"pollbal_config_last_reload_successful", "pollbal_reports_ignored_total",
 	// SPEC §8
 	"pollbal_client_connections", "pollbal_accept_errors_total", "pollbal_client_timeouts_total",
 	"pollbal_client_connections_refused_total",
@@ -32,7 +32,9 @@ func TestEndToEndMetrics(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("only-the-backend-knows\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ok := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
+	// web-1 also reports a service the configuration does not declare: that line is ignored
+	// and counted.
+	ok := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\nmail serving v1\n")
 	// web-2 demands signed warnings that this pollbal cannot sign: every warning to it fails.
 	strict := startBackend(t, "web-2", "127.0.0.1:0", "web serving v1\n", "-secret-file", secret)
 	pb := startPollbal(t, fmt.Sprintf(`site: e2e
@@ -76,6 +78,8 @@ backends:
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	// Every metric the alert rules and the Grafana dashboard in examples/ use is one of these.
+	checkOpsKitMetrics(t, text)
 	problems, err := promlint.New(strings.NewReader(text)).Lint()
 	if err != nil {
 		t.Fatalf("promlint: %v", err)
