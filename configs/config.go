@@ -19,6 +19,7 @@ type Config struct {
 	Apps     []App              `yaml:"apps"`
 	Backends []Backend          `yaml:"backends"`
 	Alarms   Alarms             `yaml:"alarms"`
+	Fleet    Fleet              `yaml:"fleet"`
 }
 
 // Admin configures the admin listener (status page, state API, metrics, admin API).
@@ -108,6 +109,14 @@ type Backend struct {
 type Alarms struct {
 	Webhook     string        `yaml:"webhook"`
 	DedupWindow time.Duration `yaml:"dedup_window"`
+}
+
+// Fleet describes the pollbal instances that share the same backends.
+type Fleet struct {
+	// Instances is how many pollbal instances send traffic to the same backends: a backend's
+	// capacity is then its total for all of them, and an instance whose backend reports no
+	// load sends it at most ceil(capacity / Instances) requests at once.
+	Instances int `yaml:"instances"`
 }
 
 // Reserved node pool names (SPEC §3).

@@ -26,6 +26,7 @@ const (
 	defaultBufferBody     = 64 << 10
 	defaultDedupWindow    = 5 * time.Minute
 	defaultWarningScope   = ScopeVersion
+	defaultFleetInstances = 1
 
 	// DefaultCapacity is a backend's capacity when the YAML does not set one.
 	DefaultCapacity = 100
@@ -62,5 +63,6 @@ func Default() *Config {
 			BufferRequestBody: defaultBufferBody,
 		},
 		Alarms: Alarms{DedupWindow: defaultDedupWindow},
+		Fleet:  Fleet{Instances: defaultFleetInstances},
 	}
 }

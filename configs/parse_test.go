@@ -48,6 +48,7 @@ backends:
 		{name: "proxy.eject_after", got: c.Proxy.EjectAfter, want: 3},
 		{name: "proxy.tie_break", got: c.Proxy.TieBreak, want: "rotate"},
 		{name: "proxy.slow_start", got: c.Proxy.SlowStart, want: time.Duration(0)},
+		{name: "fleet.instances", got: c.Fleet.Instances, want: 1},
 		{name: "services.web (null) threshold", got: c.Services["web"].WarningThreshold, want: 0},
 		{name: "services.web (null) scope", got: c.Services["web"].WarningScope, want: "version"},
 		{name: "apps[0].service is the only service", got: c.Apps[0].Service, want: "web"},
@@ -126,6 +127,8 @@ backends:
 alarms:
   webhook: https://alarms.example.com/hook
   dedup_window: 10m
+fleet:
+  instances: 3
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +153,7 @@ alarms:
 			Pool: "pool-acme", Owner: "acme", AllowFallbackToDefault: boolPtr(true)}},
 		Backends: []Backend{{ID: "web-1", Address: "127.0.0.1:9001", Capacity: 64, Pool: "canary", Owner: "acme"}},
 		Alarms:   Alarms{Webhook: "https://alarms.example.com/hook", DedupWindow: 10 * time.Minute},
+		Fleet:    Fleet{Instances: 3},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse:\n got  %+v\n want %+v", c, want)

@@ -39,6 +39,7 @@ type (
 		Apps     []rawApp              `yaml:"apps"`
 		Backends []rawBackend          `yaml:"backends"`
 		Alarms   rawAlarms             `yaml:"alarms"`
+		Fleet    rawFleet              `yaml:"fleet"`
 	}
 	rawAdmin struct {
 		Listen    field `yaml:"listen"`
@@ -91,6 +92,9 @@ type (
 		Capacity field `yaml:"capacity"`
 		Pool     field `yaml:"pool"`
 		Owner    field `yaml:"owner"`
+	}
+	rawFleet struct {
+		Instances field `yaml:"instances"`
 	}
 	rawAlarms struct {
 		Webhook     field `yaml:"webhook"`
@@ -220,6 +224,7 @@ func (r *rawConfig) config(p *problemList) *Config {
 
 	cv.str(r.Alarms.Webhook, "alarms.webhook", &c.Alarms.Webhook)
 	cv.duration(r.Alarms.DedupWindow, "alarms.dedup_window", &c.Alarms.DedupWindow)
+	cv.integer(r.Fleet.Instances, "fleet.instances", &c.Fleet.Instances)
 
 	if r.Services != nil {
 		c.Services = make(map[string]Service, len(r.Services))

@@ -81,6 +81,7 @@ func (c *Config) validateTop(p *problemList) {
 		}
 	}
 	positive(p, "alarms.dedup_window", c.Alarms.DedupWindow)
+	atLeast(p, "fleet.instances", c.Fleet.Instances, 1)
 }
 
 func positive(p *problemList, path string, d time.Duration) {

@@ -79,6 +79,10 @@ func TestValidateRules(t *testing.T) {
 			want: []string{`proxy.tie_break: must be "rotate" or "id" (got "")`}},
 		{name: "proxy slow_start negative", mutate: func(c *Config) { c.Proxy.SlowStart = -time.Second },
 			want: []string{"proxy.slow_start: must be >= 0 (got -1s)"}},
+		{name: "fleet instances zero", mutate: func(c *Config) { c.Fleet.Instances = 0 },
+			want: []string{"fleet.instances: must be >= 1 (got 0)"}},
+		{name: "fleet instances negative", mutate: func(c *Config) { c.Fleet.Instances = -3 },
+			want: []string{"fleet.instances: must be >= 1 (got -3)"}},
 
 		{name: "no services", mutate: func(c *Config) { c.Services = nil },
 			want: []string{"services: at least one service required", `apps[0].service: "web" is not a declared service`}},
@@ -276,6 +280,7 @@ func TestValidateDoesNotPanic(t *testing.T) {
 			"proxy.idle_timeout: must be > 0 (got 0s)",
 			"proxy.shutdown_timeout: must be > 0 (got 0s)",
 			"alarms.dedup_window: must be > 0 (got 0s)",
+			"fleet.instances: must be >= 1 (got 0)",
 			"services: at least one service required",
 		}},
 		{name: "default config", c: Default(), want: []string{
