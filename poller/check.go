@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -79,6 +80,7 @@ func check(c *client, address, userAgent, site string, timeout time.Duration, pr
 	body := resp.Body()
 	if prev != nil && bytes.Equal(body, prevBody) && len(body) <= c.maxBody {
 		o.reports, o.result = prev, resultOK
+		o.load, o.badLoad = readLoad(&resp.Header)
 		return o, prevBody
 	}
 	reports, err := Parse(body, c.maxBody)
@@ -87,7 +89,23 @@ func check(c *client, address, userAgent, site string, timeout time.Duration, pr
 		return o, prevBody
 	}
 	o.reports, o.result = reports, resultOK
+	o.load, o.badLoad = readLoad(&resp.Header)
 	return o, append(prevBody[:0], body...)
+}
+
+// readLoad reads a good answer's X-Pool-Load header: the report (its arrival time is set when
+// the outcome is recorded), or, for a malformed value, that value quoted and cut short for the
+// log. Neither when the header is absent.
+func readLoad(h *fasthttp.ResponseHeader) (*Load, string) {
+	v := h.Peek(HeaderLoad)
+	if len(v) == 0 {
+		return nil, ""
+	}
+	n, c, err := ParseLoad(v)
+	if err != nil {
+		return nil, capReason(strconv.Quote(string(v)))
+	}
+	return &Load{InFlight: n, Capacity: c}, ""
 }
 
 // classify turns a failed request into a short reason for the state API and logs, and the

@@ -43,6 +43,8 @@ func (h health) next(good bool, rise, fall int) health {
 // outcome is what one check found: either reports (good) or a reason (failed).
 type outcome struct {
 	reports  []Report // non-nil when the check was good
+	load     *Load    // the good answer's X-Pool-Load report; nil when absent or malformed
+	badLoad  string   // a malformed X-Pool-Load value (quoted, cut short); "" when none
 	reason   string   // "" when the check was good
 	result   string   // the checks_total result label
 	duration time.Duration

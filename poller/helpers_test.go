@@ -25,6 +25,7 @@ type step struct {
 	body    string //
 	chunked bool   // send the body with chunked encoding (no Content-Length)
 	hold    bool   // do not answer until the backend is released (or the client gives up)
+	load    string // X-Pool-Load value; "" sends none
 }
 
 // hit is one request a backend received.
@@ -121,6 +122,9 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain")
+	if s.load != "" {
+		w.Header().Set(HeaderLoad, s.load)
+	}
 	w.WriteHeader(s.status)
 	_, _ = w.Write([]byte(s.body))
 }

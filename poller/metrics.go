@@ -19,6 +19,7 @@ const (
 type metrics struct {
 	checks   *prometheus.CounterVec
 	duration prometheus.Histogram
+	badLoad  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -32,12 +33,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Duration of GET /pool checks.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
+		badLoad: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pollbal_load_report_errors_total",
+			Help: "Good /pool answers whose X-Pool-Load header was malformed (ignored), by backend.",
+		}, []string{"backend"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.checks, m.duration} {
+	for _, c := range []prometheus.Collector{m.checks, m.duration, m.badLoad} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}
@@ -51,6 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // targetMetrics are one target's pre-resolved children, so a check never looks labels up.
 type targetMetrics struct {
 	ok, err, timeout, invalid prometheus.Counter
+	badLoad                   prometheus.Counter
 }
 
 func (m *metrics) forTarget(id string) targetMetrics {
@@ -59,6 +65,7 @@ func (m *metrics) forTarget(id string) targetMetrics {
 		err:     m.checks.WithLabelValues(id, resultError),
 		timeout: m.checks.WithLabelValues(id, resultTimeout),
 		invalid: m.checks.WithLabelValues(id, resultInvalid),
+		badLoad: m.badLoad.WithLabelValues(id),
 	}
 }
 
@@ -79,4 +86,5 @@ func (tm targetMetrics) count(result string) {
 // children that are no longer exported, so it cannot bring them back.
 func (m *metrics) forget(id string) {
 	m.checks.DeletePartialMatch(prometheus.Labels{"backend": id})
+	m.badLoad.DeleteLabelValues(id)
 }

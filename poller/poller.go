@@ -24,6 +24,7 @@ type Result struct {
 	Ready       bool          // after rise/fall
 	Reason      string        // "" when the last check was good; else why it failed (kept while still ready under fall>1)
 	Reports     []Report      // last good answer; nil when not ready
+	Load        *Load         // the last good answer's X-Pool-Load report; nil when it had none or not ready
 	Checked     time.Time     // when the last check finished
 	Duration    time.Duration // the last check's duration
 	Changed     bool          // Ready, Reason or Reports differ from the previous Result for this ID

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,8 @@ type target struct {
 	health   health
 	last     Result
 	lastGood []Report // last good answer, whatever health says
+	lastLoad *Load    // its X-Pool-Load report, nil when it had none
+	badLoad  bool     // the last good answer's X-Pool-Load was malformed (logged once per run of them)
 	lastBody []byte   // its body
 	backoff  *backoff.ExponentialBackOff
 	failing  bool
@@ -131,8 +134,10 @@ func (p *Poller) record(t *target, s configs.Poll, o outcome) {
 	p.metrics.duration.Observe(o.duration.Seconds())
 
 	t.health = t.health.next(o.good(), s.Rise, s.Fall)
+	now := p.now()
 	if o.good() {
 		t.lastGood = o.reports
+		t.recordLoad(o, now, p.log)
 	}
 	// Backoff applies only once the backend is not ready: while it is still ready under
 	// fall > 1 it is checked at the normal interval, so fall × interval bounds how long a dead
@@ -152,7 +157,10 @@ func (p *Poller) record(t *target, s configs.Poll, o outcome) {
 		t.delay = t.backoff.NextBackOff()
 	}
 	prev := t.last
-	t.last = nextResult(prev, t.health, o, t.lastGood, p.now())
+	t.last = nextResult(prev, t.health, o, t.lastGood, now)
+	if t.last.Ready {
+		t.last.Load = t.lastLoad
+	}
 
 	if msg, warn, ok := transition(prev, t.last); ok {
 		attrs := []any{"backend", t.ID, "address", t.Address}
@@ -177,4 +185,26 @@ func (t *target) resettle(s configs.Poll) {
 	}
 	t.backoff.InitialInterval, t.backoff.MaxInterval = s.Interval, s.MaxBackoff
 	t.delay = min(max(t.delay, s.Interval), s.MaxBackoff)
+}
+
+// recordLoad keeps a good answer's load report with its arrival time. A malformed report is
+// counted on every answer that carries one and logged once per run of them; it never makes the
+// backend not ready, and the backend counts as reporting nothing meanwhile.
+func (t *target) recordLoad(o outcome, at time.Time, log *slog.Logger) {
+	t.lastLoad = nil
+	if o.load != nil {
+		l := *o.load
+		l.At = at
+		t.lastLoad = &l
+	}
+	if o.badLoad == "" {
+		t.badLoad = false
+		return
+	}
+	t.metrics.badLoad.Inc()
+	if !t.badLoad {
+		t.badLoad = true
+		log.Warn("backend sent a malformed "+HeaderLoad+" header; ignored until it sends a valid one",
+			"backend", t.ID, "address", t.Address, "value", o.badLoad)
+	}
 }

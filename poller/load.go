@@ -1,0 +1,59 @@
+package poller
+
+import (
+	"errors"
+	"time"
+)
+
+// HeaderLoad is the /pool answer header in which a backend reports its own load:
+// "<in_flight>/<capacity>" or "<in_flight>".
+const HeaderLoad = "X-Pool-Load"
+
+// maxLoadDigits bounds each number of an X-Pool-Load value, so that parsing never overflows.
+const maxLoadDigits = 9
+
+// Load is a backend's report of its own load, from the X-Pool-Load header of a good /pool
+// answer. A plain value; it may be copied.
+type Load struct {
+	InFlight int64     // requests in progress on the backend, from every balancer and client
+	Capacity int64     // the backend's capacity; 0 when it reported none
+	At       time.Time // when the answer arrived
+}
+
+var errLoadSyntax = errors.New(`want "<in_flight>/<capacity>" or "<in_flight>": decimal digits, capacity >= 1`)
+
+// ParseLoad parses an X-Pool-Load value strictly: one or two unsigned decimal numbers of at most
+// nine digits separated by "/", with no sign, space or other character; the capacity, when
+// present, is at least 1. It is a pure function.
+func ParseLoad(v []byte) (inFlight, capacity int64, err error) {
+	i := 0
+	inFlight, i, ok := loadNumber(v, i)
+	if !ok {
+		return 0, 0, errLoadSyntax
+	}
+	if i == len(v) {
+		return inFlight, 0, nil
+	}
+	if v[i] != '/' {
+		return 0, 0, errLoadSyntax
+	}
+	capacity, i, ok = loadNumber(v, i+1)
+	if !ok || i != len(v) || capacity < 1 {
+		return 0, 0, errLoadSyntax
+	}
+	return inFlight, capacity, nil
+}
+
+// loadNumber reads the decimal number at v[i:], returning it and the index after it.
+func loadNumber(v []byte, i int) (int64, int, bool) {
+	var n int64
+	start := i
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		if i-start == maxLoadDigits {
+			return 0, i, false
+		}
+		n = n*10 + int64(v[i]-'0')
+		i++
+	}
+	return n, i, i > start
+}
