@@ -18,8 +18,11 @@
 //     a misbehaving backend, for testing that a proxy does not pass it on.
 //   - GET /_backend/streams answers JSON counters of those: blobs sent whole, blobs cancelled
 //     because the client connection closed first, uploads and the latest upload's size, 101s.
+//   - GET /hold answers like every other path (and is counted the same way), but only once
+//     POST /_backend/release was called after it arrived: a test decides how long a request
+//     holds its slot. The release answers {"released": N}, the requests it let go.
 //   - Every other path answers 200 "<id>\n" with X-Backend-Id: <id> after -delay; only these
-//     requests count in in_flight, peak_in_flight and requests.
+//     requests and /hold count in in_flight, peak_in_flight and requests.
 //
 // -id defaults to the bound listen address.
 //

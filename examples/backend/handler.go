@@ -36,6 +36,7 @@ type handler struct {
 	requests atomic.Int64
 	warnings atomic.Int64
 	streams  streams // the streaming endpoints' counters (streaming.go)
+	holds    holds   // GET /hold requests waiting for POST /_backend/release (hold.go)
 
 	mu          sync.Mutex
 	lastWarning string
@@ -71,6 +72,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveStats(w)
 	case "/blob", "/upload", "/switch", "/_backend/streams":
 		h.serveStreaming(w, r)
+	case "/hold":
+		h.serveHold(w, r)
+	case "/_backend/release":
+		h.serveRelease(w, r)
 	default:
 		h.serveOther(w, r)
 	}
