@@ -227,3 +227,42 @@ func TestReasonOf(t *testing.T) {
 		t.Fatal("Reject(nil) is not nil")
 	}
 }
+
+// Regression: a reload of a config cut in the middle (as an editor writing in place leaves it)
+// was applied: one backend's address had lost its last digit and the others had vanished; 50 of
+// 167 cut points passed validation. Every cut point of a file that leaves fewer than half of
+// the running backends is now rejected, by validation or by the guard.
+func TestEveryCutThatDropsMostBackendsIsRejected(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("site: eu-west-1\nlisten: 127.0.0.1:8080\nadmin:\n  listen: 127.0.0.1:9090\nservices:\n  web:\n    warning_threshold: 1\napps:\n  - name: shop\n    hosts: [shop.example.com]\n    service: web\nbackends:\n")
+	var running []string
+	for i := 1; i <= 6; i++ {
+		addr := fmt.Sprintf("127.0.0.1:2810%d", i)
+		running = append(running, addr)
+		fmt.Fprintf(&b, "  - id: web-%d\n    address: %s\n    capacity: 64\n", i, addr)
+	}
+	full := b.String()
+	if c, err := Parse([]byte(full)); err != nil || Guard(c, running) != nil {
+		t.Fatalf("the whole file must pass: %v", err)
+	}
+	// Up to here fewer than three of the six addresses are whole.
+	threshold := strings.Index(full, running[2]) + len(running[2])
+	passed, guarded := 0, 0
+	for cut := 0; cut < len(full); cut++ {
+		c, err := Parse([]byte(full[:cut]))
+		if err == nil {
+			err = Guard(c, running)
+			if err != nil {
+				guarded++
+			}
+		}
+		if err == nil {
+			passed++
+			if cut < threshold {
+				t.Errorf("cut at byte %d of %d passes: %q", cut, len(full), full[max(0, cut-30):cut])
+			}
+		}
+	}
+	t.Logf("%d cut points: %d pass (each keeps at least half the backends), %d parse but are stopped by the guard",
+		len(full), passed, guarded)
+}
