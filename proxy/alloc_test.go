@@ -7,7 +7,7 @@ import (
 )
 
 // TestHandlerAllocs guards the request path: routing, lease, header rewriting, forwarding on
-// the backend's HostClient and metrics together allocate nothing per request once warm (fasthttp
+// the backend's connection pool and metrics together allocate nothing per request once warm (fasthttp
 // reuses its buffers; the balancer's own guard covers selection and leases). The measurement
 // counts every goroutine, the real backend on 127.0.0.1 included.
 func TestHandlerAllocs(t *testing.T) {

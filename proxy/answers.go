@@ -115,6 +115,22 @@ func answerServerError(ctx *fasthttp.RequestCtx, err error, limit int) int {
 	return ctx.Response.StatusCode()
 }
 
+// answerClientGone answers a request whose client went away, or failed while sending its body
+// (up, when the body was streamed, says how): 408 request_timeout when the read timed out, else
+// 400 bad_request. The connection is closed after it: the client is gone, or the rest of its
+// body is still on the way.
+func answerClientGone(ctx *fasthttp.RequestCtx, up *uploadBody) {
+	var ne net.Error
+	if up != nil && errors.As(up.clientErr, &ne) && ne.Timeout() {
+		r := answer(ctx, fasthttp.StatusRequestTimeout, reasonRequestTimeout)
+		r.AppendBodyString("request body not received in time\n")
+	} else {
+		r := answer(ctx, fasthttp.StatusBadRequest, reasonBadRequest)
+		r.AppendBodyString("request not received whole\n")
+	}
+	ctx.SetConnectionClose()
+}
+
 // answerInternalError is the 500 for a request whose handling panicked.
 func answerInternalError(ctx *fasthttp.RequestCtx) {
 	r := answer(ctx, fasthttp.StatusInternalServerError, reasonInternalError)

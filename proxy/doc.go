@@ -1,17 +1,30 @@
 // Package proxy is pollbal's data plane: a fasthttp server that routes each client request by
 // Host to an app, takes a capacity lease on a backend of the app's node pool through the
-// balancer, forwards the request on that backend's own HostClient, and releases the lease when
-// the forward ends (SPEC §4). It makes the answers pollbal gives itself (404 no_app,
-// 503 pool_exhausted, 413 body_too_large, 502 backend_unreachable, 504 backend_timeout), strips
-// hop-by-hop headers both ways, adds X-Forwarded-* and X-Pollbal-* headers, retries requests that
-// could not reach a backend on the next candidate, and counts requests per app and status code.
+// balancer, forwards the request over that backend's own connection pool, and releases the
+// lease when the forward ends (SPEC §4). It makes the answers pollbal gives itself (404 no_app,
+// 503 pool_exhausted, 413 body_too_large, 502 backend_unreachable and bad_response, 504
+// backend_timeout), strips hop-by-hop headers both ways, adds X-Forwarded-* and X-Pollbal-*
+// headers, retries requests that could not reach a backend on the next candidate, and counts
+// requests per app and status code.
+//
+// Bodies are streamed with bounded memory both ways (SPEC §8). A response body up to 64 KiB
+// is read whole and answered, freeing the backend connection and lease at once; a larger one,
+// or one of unknown length, is streamed to the client as it arrives through a pooled 64 KiB
+// buffer, and its lease is held until the last byte has been written to the client
+// (stream.go). A request body up to proxy.buffer_request_body is read whole first, so the
+// request may be retried on another backend; a larger one is streamed to the backend and is
+// never retried once sent (body.go). A 101 Switching Protocols to a plain request is answered
+// 502 bad_response.
 //
 // The request path reads one balancer snapshot per request and does not allocate beyond what
-// fasthttp itself does; the per-backend clients and per-app metric children are resolved through
-// copy-on-write maps behind atomic pointers. Forwards run without per-request deadlines: a
-// watchdog enforces proxy.backend_timeout by closing backend connections whose request has
-// outlasted it (watchdog.go). The client side works the same way: each listener (listener.go)
-// survives failing Accepts and enforces proxy.max_connections, and its one scanner (scan.go)
-// enforces the header, client and idle timeouts from two atomic words per connection
-// (clientconn.go), which also let Shutdown close every connection without a request in flight.
+// fasthttp itself does for small bodies; the per-backend pools and per-app metric children are
+// resolved through copy-on-write maps behind atomic pointers. Forwards run without per-request
+// deadlines: a watchdog enforces proxy.backend_timeout by closing backend connections whose
+// request has outlasted it, and closes the backend connection of a forward whose client went
+// away (reset or closed) within a fraction of a second, which ends the forward and releases
+// its lease (watchdog.go, clientcheck.go). The client side works the same way: each listener
+// (listener.go) survives failing Accepts and enforces proxy.max_connections, and its one
+// scanner (scan.go) enforces the header, client and idle timeouts from two atomic words per
+// connection (clientconn.go), which also let Shutdown close every connection without a request
+// in flight.
 package proxy

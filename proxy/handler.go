@@ -52,13 +52,12 @@ func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot,
 // forward sends the request to the app's best candidate and, when the backend could not be
 // reached, to the next ones (up to proxy.retries more), then leaves the backend's response or
 // pollbal's own answer in ctx.Response. start is when the handler began (on p.clock); the first
-// attempt begins then.
+// attempt begins then. A request body streamed to the backend is retried only when nothing was
+// sent.
 func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) {
 	pc := &snap.Config().Proxy
-	// fasthttp already enforces the limit it was given when the headers arrived; this check
-	// covers a reload that lowered it while the body was being read.
-	if pc.MaxRequestBody > 0 && len(ctx.Request.Body()) > pc.MaxRequestBody {
-		answerBodyTooLarge(ctx, pc.MaxRequestBody)
+	up, ok := p.planBody(ctx, pc)
+	if !ok {
 		return
 	}
 	prepareRequest(ctx, p.trust.get(snap.Config()))
@@ -75,15 +74,23 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		if attempt > 0 {
 			began = p.clock.now()
 		}
-		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout)
-		if o == outcomeOK {
+		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up)
+		switch o {
+		case outcomeOK:
+			return
+		case outcomeClientGone:
+			answerClientGone(ctx, up)
+			return
+		case outcomeBodyTooLarge:
+			answerBodyTooLarge(ctx, pc.MaxRequestBody)
+			ctx.SetConnectionClose()
 			return
 		}
 		if o == outcomeNoCandidate {
 			break
 		}
 		failed, last, pool = o, b, lp
-		if !retryable(o, idem) {
+		if !retryable(o, idem) || (up != nil && o != outcomeNotSent) {
 			break
 		}
 	}
@@ -95,32 +102,46 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 }
 
 // attempt leases one candidate not yet tried and forwards the request to it. The lease is
-// released when attempt returns, whatever happened (a panic included): the response is then
-// complete in ctx.Response, and the backend is done with the request.
+// released when attempt returns, whatever happened (a panic included), unless the response is
+// streamed: then the stream releases it once fasthttp has written the response (stream.go).
 //
 // The forward runs without a deadline (a per-request deadline costs about 1 µs, see
 // shared/bench/TUNING.md): the watchdog closes a backend connection whose request outlasts
 // timeout, and a forward that failed after lasting timeout is a timeout, not a failed
 // connection.
-func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration) (outcome, *balancer.Backend, string) {
+func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody) (outcome, *balancer.Backend, string) {
 	lease, err := snap.Acquire(app, tried)
 	if err != nil {
 		return outcomeNoCandidate, nil, ""
 	}
-	defer lease.Release()
+	held := true
+	defer func() {
+		if held {
+			lease.Release()
+		}
+	}()
 	tried.Add(lease.Backend)
 
-	hc := p.upstreams.get(snap, lease.Backend).hc
+	pool := p.upstreams.get(snap, lease.Backend).pool
 	if len(ctx.Request.Host()) == 0 {
 		// An HTTP/1.0 request may come without Host; the backend connection is HTTP/1.1,
-		// which requires one (fasthttp refuses to send the request without it).
+		// which requires one.
 		ctx.Request.SetHost(lease.Backend.Address)
 	}
-	err = hc.Do(&ctx.Request, &ctx.Response)
+	streamed, err := p.roundTrip(ctx, pool, lease, up)
+	held = !streamed
 	if p.afterDo != nil {
 		p.afterDo() // tests only
 	}
 	o := classify(err)
+	if up != nil && err != nil {
+		switch {
+		case up.tooLarge:
+			o = outcomeBodyTooLarge
+		case up.clientErr != nil:
+			o = outcomeClientGone
+		}
+	}
 	if (o == outcomeConnFailed || o == outcomeBadResponse) && p.watch.timedOut(began, timeout) {
 		o = outcomeTimeout
 	}

@@ -38,7 +38,7 @@ func testConfig(apps []configs.App, backends []configs.Backend) *configs.Config 
 		Site:     "test",
 		Listen:   "127.0.0.1:8080",
 		Poll:     configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Fall: 1, Rise: 1, MaxBackoff: 5 * time.Second, MaxBody: 4096},
-		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakID},
+		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, BufferRequestBody: 64 << 10, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakID},
 		Services: map[string]configs.Service{"web": {WarningScope: configs.ScopeVersion}},
 		Apps:     apps,
 		Backends: backends,

@@ -162,7 +162,7 @@ func (s *hopSet) seeNamed(key []byte, request bool) bool {
 // stripResponseHops removes hop-by-hop headers from a backend's response before it goes to the
 // client. Most responses have none and cost one pass over the headers; a second pass runs only
 // when Connection names a header that is not one of the standard hop-by-hop names. A backend's
-// "Connection: close" is about the backend connection, which HostClient has already handled;
+// "Connection: close" is about the backend connection, which the round trip has already handled;
 // the client connection stays as the client asked.
 //
 // The loops range over h.All() directly (here and in prepareRequest), not through a shared

@@ -14,16 +14,18 @@ import (
 type outcome uint8
 
 const (
-	outcomeOK          outcome = iota // the backend answered; its response is in ctx.Response
-	outcomeNoCandidate                // the balancer had no candidate left
-	outcomeNotSent                    // no connection could be had: dial failed; nothing was sent
-	outcomeBusy                       // our connection limit to the backend was full; nothing was sent
-	outcomeConnFailed                 // the connection failed after the request was (maybe) sent
-	outcomeTimeout                    // no complete answer within proxy.backend_timeout
-	outcomeBadResponse                // the backend answered something that is not a usable response
+	outcomeOK           outcome = iota // the backend answered; its response is in ctx.Response
+	outcomeNoCandidate                 // the balancer had no candidate left
+	outcomeNotSent                     // no connection could be had: dial failed; nothing was sent
+	outcomeBusy                        // our connection limit to the backend was full; nothing was sent
+	outcomeConnFailed                  // the connection failed after the request was (maybe) sent
+	outcomeTimeout                     // no complete answer within proxy.backend_timeout
+	outcomeBadResponse                 // the backend answered something that is not a usable response
+	outcomeClientGone                  // the client went away, or failed while sending its body
+	outcomeBodyTooLarge                // a streamed request body grew over proxy.max_request_body
 )
 
-// classify maps the error of HostClient.Do to an outcome.
+// classify maps the error of a round trip to an outcome.
 func classify(err error) outcome {
 	if err == nil {
 		return outcomeOK
@@ -31,6 +33,12 @@ func classify(err error) outcome {
 	var de *dialError
 	if errors.As(err, &de) {
 		return outcomeNotSent
+	}
+	if errors.Is(err, errClientGone) {
+		return outcomeClientGone
+	}
+	if errors.Is(err, errUnexpectedSwitch) {
+		return outcomeBadResponse
 	}
 	if errors.Is(err, fasthttp.ErrNoFreeConns) {
 		return outcomeBusy

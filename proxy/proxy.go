@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/configs"
 )
 
 // Options configure a Proxy.
@@ -30,8 +31,9 @@ type Proxy struct {
 	log       *slog.Logger
 	metrics   *metrics
 	upstreams *upstreams
-	watch     *watchdog // enforces proxy.backend_timeout on backend connections
-	clock     monoClock // times requests
+	watch     *watchdog   // enforces proxy.backend_timeout on backend connections
+	bufs      copyBuffers // carry streamed bodies
+	clock     monoClock   // times requests
 	srv       *fasthttp.Server
 	afterDo   func() // tests only: runs after each backend round trip (e.g. to panic)
 
@@ -81,19 +83,22 @@ func New(o Options) (*Proxy, error) {
 	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
 	p.upstreams = newUpstreams(p.watch)
 	p.srv = &fasthttp.Server{
-		Handler:               p.Handler,
-		ErrorHandler:          p.errorHandler,
-		HeaderReceived:        p.headerReceived,
-		ExpectHandler:         p.expectContinue,
-		ConnState:             p.connState,
-		Logger:                serverLog{o.Logger},
-		MaxRequestBodySize:    o.Balancer.Snapshot().Config().Proxy.MaxRequestBody,
-		ReadBufferSize:        readBufferSize,
-		NoDefaultServerHeader: true,
-		NoDefaultDate:         true,
-		NoDefaultContentType:  true,
-		LazyRequestTime:       true,
-		CloseOnShutdown:       true,
+		Handler:            p.Handler,
+		ErrorHandler:       p.errorHandler,
+		HeaderReceived:     p.headerReceived,
+		ExpectHandler:      p.expectContinue,
+		ConnState:          p.connState,
+		Logger:             serverLog{o.Logger},
+		MaxRequestBodySize: bufferLimit(&o.Balancer.Snapshot().Config().Proxy),
+		// Bodies over proxy.buffer_request_body reach the handler as streams (body.go).
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		ReadBufferSize:               readBufferSize,
+		NoDefaultServerHeader:        true,
+		NoDefaultDate:                true,
+		NoDefaultContentType:         true,
+		LazyRequestTime:              true,
+		CloseOnShutdown:              true,
 	}
 	p.Reload()
 	return p, nil
@@ -198,10 +203,18 @@ func (p *Proxy) admit() bool {
 	return true
 }
 
-// headerReceived sets the body limit per request from the current configuration, so a reload
-// can raise or lower it; fasthttp then rejects a larger body before reading it.
+// headerReceived sets the buffering limit per request from the current configuration, so a
+// reload can raise or lower it: fasthttp reads a body up to it before calling the handler, and
+// leaves a larger one to the handler as a stream (proxy.max_request_body is then the
+// handler's, body.go).
 func (p *Proxy) headerReceived(*fasthttp.RequestHeader) fasthttp.RequestConfig {
-	return fasthttp.RequestConfig{MaxRequestBodySize: p.bal.Snapshot().Config().Proxy.MaxRequestBody}
+	return fasthttp.RequestConfig{MaxRequestBodySize: bufferLimit(&p.bal.Snapshot().Config().Proxy)}
+}
+
+// bufferLimit is the server's body limit for pc: proxy.buffer_request_body, at least 1 (0 would
+// mean fasthttp's default).
+func bufferLimit(pc *configs.Proxy) int {
+	return max(pc.BufferRequestBody, 1)
 }
 
 // errorHandler answers requests the server could not read (body over the limit, malformed or

@@ -506,7 +506,7 @@ func TestReloadClients(t *testing.T) {
 	}
 	b1 := backendOf(t, e.bal, "b1")
 	up1 := (*e.p.upstreams.m.Load())[b1]
-	if up1 == nil || up1.hc.MaxConns != 5 {
+	if up1 == nil || up1.capacity != 5 {
 		t.Fatalf("client of b1 = %+v, want MaxConns 5", up1)
 	}
 
@@ -533,7 +533,7 @@ func TestReloadClients(t *testing.T) {
 				t.Fatalf("got %v, want 200 from b1", r)
 			}
 			up := (*e.p.upstreams.m.Load())[backendOf(t, e.bal, "b1")]
-			if up == nil || up.hc.MaxConns != tt.wantMax {
+			if up == nil || up.capacity != tt.wantMax {
 				t.Errorf("client of b1 after reload = %+v, want MaxConns %d", up, tt.wantMax)
 			}
 		})

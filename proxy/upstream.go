@@ -5,16 +5,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"pollbal/balancer"
 	"pollbal/configs"
 )
 
-// Client settings for backends.
+// Connection settings for backends.
 const (
-	maxResponseBody = 64 << 20 // a response larger than this is answered 502 bad_response
-	readBufferSize  = 8 << 10  // bounds a response's (and a request's) header block
+	readBufferSize  = 8 << 10 // bounds a response's (and a request's) header block
+	writeBufferSize = 8 << 10 // request headers and small bodies go out in one write
 	// idleConnDuration closes kept-alive backend connections idle this long, below the idle
 	// timeouts of common backend servers (Node.js and Apache: 5 s), so pollbal does not send a
 	// request on a connection the backend has already closed. (A backend that closes idle
@@ -23,11 +21,11 @@ const (
 	idleConnDuration = 2 * time.Second
 )
 
-// upstream is the HostClient of one backend. Its MaxConns is the backend's capacity, which the
-// leases already enforce, so a request never waits for a connection. It is safe for concurrent
-// use and must not be copied.
+// upstream is the connection pool of one backend, with the capacity it was built for. The
+// leases bound the connections in use to the capacity, so a request never waits for one. It
+// is safe for concurrent use and must not be copied.
 type upstream struct {
-	hc       *fasthttp.HostClient
+	pool     *connPool
 	capacity int
 	// checked is the configuration the capacity was last verified against: a reload installs
 	// a new *configs.Config, and the first request that sees it re-checks the capacity.
@@ -35,24 +33,10 @@ type upstream struct {
 }
 
 func newUpstream(addr string, capacity int, w *watchdog) *upstream {
-	return &upstream{
-		capacity: capacity,
-		hc: &fasthttp.HostClient{
-			Addr:                          addr,
-			MaxConns:                      capacity,
-			MaxIdemponentCallAttempts:     1, // retries are the proxy's, on another candidate
-			MaxIdleConnDuration:           idleConnDuration,
-			MaxResponseBodySize:           maxResponseBody,
-			ReadBufferSize:                readBufferSize,
-			NoDefaultUserAgentHeader:      true,
-			DisablePathNormalizing:        true,
-			DisableHeaderNamesNormalizing: true,
-			DialTimeout:                   w.dial, // enforces proxy.backend_timeout; see watchdog
-		},
-	}
+	return &upstream{capacity: capacity, pool: newConnPool(addr, w)}
 }
 
-// upstreams maps runtime backends to their clients: a copy-on-write map behind an atomic
+// upstreams maps runtime backends to their upstreams: a copy-on-write map behind an atomic
 // pointer, so the request path reads it without locking. It is safe for concurrent use.
 type upstreams struct {
 	watch *watchdog  // watches every client's connections
@@ -66,7 +50,7 @@ func newUpstreams(w *watchdog) *upstreams {
 	return u
 }
 
-// get returns the client for b as configured in snap. The common case is one map read and one
+// get returns the upstream for b as configured in snap. The common case is one map read and one
 // pointer compare; a backend seen for the first time, or for the first time since a reload,
 // takes the slow path.
 func (u *upstreams) get(snap *balancer.Snapshot, b *balancer.Backend) *upstream {
@@ -95,16 +79,16 @@ func (u *upstreams) slow(snap *balancer.Snapshot, b *balancer.Backend) *upstream
 		next[k] = v
 	}
 	if prev := old[b]; prev != nil {
-		// Its in-flight requests finish on it; its idle connections are of no further use.
-		prev.hc.CloseIdleConnections()
+		// Its in-flight requests finish on it; its connections are of no further use.
+		prev.pool.closeIdle(true)
 	}
 	next[b] = up
 	u.m.Store(&next)
 	return up
 }
 
-// reload drops the clients of backends that are no longer in snap, and of those whose capacity
-// changed (they are rebuilt on next use). Requests in flight on a dropped client finish on it.
+// reload drops the upstreams of backends that are no longer in snap, and of those whose capacity
+// changed (they are rebuilt on next use). Requests in flight on a dropped one finish on it.
 func (u *upstreams) reload(snap *balancer.Snapshot) {
 	live := map[*balancer.Backend]bool{}
 	for _, b := range snap.Backends() {
@@ -120,7 +104,7 @@ func (u *upstreams) reload(snap *balancer.Snapshot) {
 			next[b] = up
 			continue
 		}
-		up.hc.CloseIdleConnections()
+		up.pool.closeIdle(true)
 	}
 	u.m.Store(&next)
 }
@@ -128,9 +112,9 @@ func (u *upstreams) reload(snap *balancer.Snapshot) {
 // closeIdle closes every idle backend connection (after shutdown).
 func (u *upstreams) closeIdle() {
 	for _, up := range *u.m.Load() {
-		up.hc.CloseIdleConnections()
+		up.pool.closeIdle(true)
 	}
 }
 
-// len is the number of clients held (for tests).
+// len is the number of upstreams held (for tests).
 func (u *upstreams) len() int { return len(*u.m.Load()) }

@@ -17,7 +17,7 @@ const watchdogTick = 25 * time.Millisecond
 // deadlines: each connection marks, with one atomic store, when a request starts on it (its
 // first Write after a response arrived) and when response data arrives (a Read that returns
 // bytes), and the watchdog closes a connection whose request has been outstanding longer than
-// the timeout. HostClient.Do then fails on that connection, and the handler answers 504 because
+// the timeout. The round trip then fails on that connection, and the handler answers 504 because
 // the attempt has lasted the timeout. Idle keep-alive connections are never touched.
 //
 // The watchdog goroutine runs only while backend connections exist: the first connection
@@ -53,10 +53,10 @@ func newMonoClock() monoClock { return monoClock{epoch: time.Now()} }
 
 func (c monoClock) now() time.Duration { return time.Since(c.epoch) }
 
-// dial is the HostClient dialer: dialBackend bounded by the backend timeout (fasthttp passes
-// no timeout, as the proxy calls Do without one), with the connection watched from the start
-// of the dial, so that the timeout covers connecting as it did with a per-request deadline.
-func (w *watchdog) dial(addr string, _ time.Duration) (net.Conn, error) {
+// dial connects to a backend: dialBackend bounded by the backend timeout, with the connection
+// watched from the start of the dial, so that the timeout covers connecting as it did with a
+// per-request deadline.
+func (w *watchdog) dial(addr string) (*watchConn, error) {
 	start := w.clock.now()
 	c, err := dialBackend(addr, w.limit())
 	if err != nil {
@@ -102,11 +102,18 @@ func (w *watchdog) forget(c *watchConn) {
 func (w *watchdog) run() {
 	t := time.NewTicker(watchdogTick)
 	defer t.Stop()
-	var expired []*watchConn // reused by every scan
-	for range t.C {
+	var (
+		expired []*watchConn  // reused by every scan
+		peeks   []clientCheck // reused by every client check
+	)
+	for n := 1; ; n++ {
+		<-t.C
 		var more bool
 		if expired, more = w.scan(expired[:0]); !more {
 			return
+		}
+		if n%clientCheckEvery == 0 {
+			peeks = w.checkClients(peeks[:0])
 		}
 	}
 }
@@ -173,11 +180,15 @@ func judge(state, seen uint64, since time.Duration, gen uint64, now, limit time.
 }
 
 // watchConn is a backend connection watched by a watchdog. Read and Write are called by one
-// goroutine at a time (the HostClient's user); Close may be called by any.
+// goroutine at a time (the forward's); Close and setClient may be called by any.
 type watchConn struct {
 	net.Conn
 	w     *watchdog
 	state atomic.Uint64 // written only by the Read and Write caller; see stateBusy
+	gone  atomic.Bool   // closed because the client of its forward went away
+
+	cmu    sync.Mutex // guards client
+	client net.Conn   // the client connection of the forward in progress, if any
 
 	// Owned by the watchdog, under w.mu.
 	since time.Duration
@@ -193,11 +204,14 @@ func (c *watchConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// Read is busy while it waits, and ends the wait for the response when data arrives.
+// Read is busy while it waits, and ends the wait when data arrives. The first wait of a
+// request counts from the request's start (its first Write, or the dial); each later wait
+// counts from its own start, so a streamed body may take any time as long as the backend never
+// pauses for the backend timeout.
 func (c *watchConn) Read(b []byte) (int, error) {
 	s := c.state.Load()
 	if s&stateBusy == 0 {
-		s |= stateBusy
+		s = c.w.gen.Load()<<stateGenShift | stateBusy
 		c.state.Store(s)
 	}
 	n, err := c.Conn.Read(b)
@@ -212,6 +226,23 @@ func (c *watchConn) Close() error {
 	c.w.forget(c)
 	return c.Conn.Close()
 }
+
+// progress restarts the backend timeout of a request whose body is being streamed to the
+// backend: each piece written counts as activity.
+func (c *watchConn) progress() {
+	c.state.Store(c.w.gen.Load()<<stateGenShift | stateBusy)
+}
+
+// setClient records the client connection of the forward now using c (nil: none), for the
+// watchdog's client checks.
+func (c *watchConn) setClient(client net.Conn) {
+	c.cmu.Lock()
+	c.client = client
+	c.cmu.Unlock()
+}
+
+// isGone reports whether the watchdog closed c because its client went away.
+func (c *watchConn) isGone() bool { return c.gone.Load() }
 
 // timedOut reports whether a forward that began at began (on the watchdog's clock) and failed
 // has lasted the backend timeout: the request's own, or the one the watchdog applied if a

@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"errors"
+
+	"github.com/valyala/fasthttp"
+
+	"pollbal/balancer"
+)
+
+// maxInterim bounds the informational (1xx) responses skipped before the final one.
+const maxInterim = 16
+
+// errUnexpectedSwitch is a 101 Switching Protocols to a request that was not forwarded as an
+// upgrade: the connection no longer speaks HTTP, so the answer cannot be passed on.
+var errUnexpectedSwitch = errors.New("backend switched protocols on a plain request")
+
+// errClientGone is a forward ended because its client went away: the watchdog closed the
+// backend connection.
+var errClientGone = errors.New("client went away")
+
+// fail closes c after err, and returns the error to report: errClientGone when the watchdog
+// closed c because the client went away.
+func (c *backendConn) fail(err error) error {
+	gone := c.wc.isGone()
+	c.close()
+	if gone {
+		return errClientGone
+	}
+	return err
+}
+
+// roundTrip sends ctx.Request to the backend of pool and reads its response into
+// ctx.Response, on a connection the watchdog watches (backend timeout, and the client going
+// away). A small response is read whole and the connection goes back to the pool at once; a
+// larger one is left in ctx.Response as a body stream that holds the connection and lease
+// until fasthttp has written it to the client: then streamed is true and the caller must not
+// release the lease. up is the request body when it is streamed (nil: buffered in
+// ctx.Request).
+//
+// On failure the error says what went wrong: a *dialError when nothing was sent.
+func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balancer.Lease, up *uploadBody) (streamed bool, err error) {
+	// A streamed body cannot be sent again, so it never goes out on a kept-alive connection
+	// that the backend may have closed meanwhile.
+	bc, err := pool.get(up != nil)
+	if err != nil {
+		return false, err
+	}
+	bc.wc.setClient(ctx.Conn())
+	req, resp := &ctx.Request, &ctx.Response
+	req.URI().DisablePathNormalizing = true
+	if up != nil {
+		up.wc = bc.wc
+	}
+	if err = req.Write(bc.bw); err == nil {
+		err = bc.bw.Flush()
+	}
+	if err != nil {
+		return false, bc.fail(err)
+	}
+
+	resp.ResetBody()
+	resp.Header.DisableNormalizing()
+	for n := 0; ; n++ {
+		if err = resp.Header.Read(bc.br); err != nil {
+			return false, bc.fail(err)
+		}
+		if code := resp.StatusCode(); code >= 200 || code == 101 || n == maxInterim {
+			break
+		}
+	}
+	head := req.Header.IsHead()
+	length := resp.Header.ContentLength()
+	keep := !resp.Header.ConnectionClose()
+	switch planResponse(resp.StatusCode(), head, length) {
+	case respUnusable:
+		bc.close()
+		return false, errUnexpectedSwitch
+	case respNoBody:
+		resp.SkipBody = head
+	case respBuffer:
+		if err = resp.ReadBody(bc.br, 0); err != nil {
+			return false, bc.fail(err)
+		}
+	case respStream:
+		if length == -1 {
+			ch := &bc.chunks
+			ch.Header.SetContentLength(-1)
+			ch.StreamBody = true
+			if err = ch.ReadBody(bc.br, 0); err != nil {
+				return false, bc.fail(err)
+			}
+			bc.body.start(p, pool, bc, lease, ch.BodyStream(), -1, keep, true)
+		} else {
+			if length < 0 { // until the backend closes: the connection cannot be reused
+				keep = false
+			}
+			bc.body.start(p, pool, bc, lease, bc.br, int64(length), keep, false)
+		}
+		if length < 0 {
+			length = -1 // chunked to the client
+		}
+		resp.SetBodyStream(&bc.body, length)
+		resp.ImmediateHeaderFlush = true // a slow body's client sees the answer begin at once
+		return true, nil
+	}
+	if keep {
+		pool.put(bc)
+	} else {
+		bc.close()
+	}
+	return false, nil
+}

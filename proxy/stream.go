@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"pollbal/balancer"
+)
+
+// copyBufferSize is the size of the buffer that carries a streamed body (either way): large
+// enough that a fast transfer costs few system calls, small enough that thousands of streams
+// at once stay cheap.
+const copyBufferSize = 64 << 10
+
+// copyBuffers pools the buffers of streamed bodies. It is safe for concurrent use and must not
+// be copied.
+type copyBuffers struct{ pool sync.Pool }
+
+func (b *copyBuffers) get() *[]byte {
+	if v, ok := b.pool.Get().(*[]byte); ok {
+		return v
+	}
+	buf := make([]byte, copyBufferSize)
+	return &buf
+}
+
+func (b *copyBuffers) put(buf *[]byte) { b.pool.Put(buf) }
+
+// copyBody copies src to dst through buf until src ends (io.EOF, which is not an error here)
+// or either side fails; after each piece written it calls progress, if set. It returns the
+// bytes written and the first error of each side, so a caller can tell which one failed.
+func copyBody(dst io.Writer, src io.Reader, buf []byte, progress func()) (n int64, readErr, writeErr error) {
+	for {
+		nr, err := src.Read(buf)
+		if nr > 0 {
+			nw, werr := dst.Write(buf[:nr])
+			n += int64(nw)
+			if werr == nil && nw < nr {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return n, nil, werr
+			}
+			if progress != nil {
+				progress()
+			}
+		}
+		if err == io.EOF {
+			return n, nil, nil
+		}
+		if err != nil {
+			return n, err, nil
+		}
+	}
+}
+
+// responseBody is a backend's response body streamed to the client: fasthttp's response writer
+// reads it (through WriteTo, with a pooled buffer) while it writes the response, and closes it
+// when done, written or not. Close ends the forward: the backend connection goes back to its
+// pool if the body was read to its end (else it is closed), and the lease is released; so the
+// lease is held until the last byte was handed to the client connection, or the client went
+// away. One lives in each backendConn and serves its streamed responses in turn. It is used by
+// one goroutine at a time and must not be copied.
+type responseBody struct {
+	p     *Proxy
+	pool  *connPool
+	bc    *backendConn
+	lease balancer.Lease
+	src   io.Reader // the backend connection's reader, or its chunked decoder
+	left  int64     // bytes still to come when the length is known, else -1
+	keep  bool      // the backend keeps the connection alive after this response
+	chunk bool      // src is bc.chunks' decoder
+	done  bool      // the body was read to its end
+	open  bool
+}
+
+func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, lease balancer.Lease, src io.Reader, length int64, keep, chunked bool) {
+	*b = responseBody{p: p, pool: pool, bc: bc, lease: lease, src: src, left: length, keep: keep, chunk: chunked, open: true}
+}
+
+// Read reads the body, stopping at its length when known. A backend that closes before the
+// end is an error (io.ErrUnexpectedEOF), so the client's response is cut rather than passed
+// as complete.
+func (b *responseBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		b.done = true
+		return 0, io.EOF
+	}
+	if b.left > 0 && int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.src.Read(p)
+	if b.left > 0 {
+		b.left -= int64(n)
+		if b.left == 0 && (err == nil || err == io.EOF) {
+			b.done = true
+			return n, io.EOF
+		}
+		if err == io.EOF {
+			return n, io.ErrUnexpectedEOF
+		}
+		return n, err
+	}
+	if err == io.EOF {
+		b.done = true
+	}
+	return n, err
+}
+
+// SupportsBodyWriteTo lets fasthttp's response writer use WriteTo.
+func (b *responseBody) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo copies the body to w through a pooled buffer: fasthttp writes a piece larger than
+// its own write buffer straight to the client connection.
+func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
+	buf := b.p.bufs.get()
+	defer b.p.bufs.put(buf)
+	n, rerr, werr := copyBody(w, b, *buf, nil)
+	if werr != nil {
+		return n, werr
+	}
+	return n, rerr
+}
+
+// Close ends the forward; only the first call does anything.
+func (b *responseBody) Close() error {
+	if !b.open {
+		return nil
+	}
+	b.open = false
+	bc, pool, lease := b.bc, b.pool, b.lease
+	if b.chunk {
+		_ = bc.chunks.CloseBodyStream()
+	}
+	reuse := b.done && b.keep
+	*b = responseBody{} // bc may serve another forward as soon as it is back in the pool
+	if reuse {
+		pool.put(bc)
+	} else {
+		bc.close()
+	}
+	lease.Release()
+	return nil
+}
+
+// errBodyTooLarge ends a streamed request body that grew past proxy.max_request_body.
+var errBodyTooLarge = errors.New("request body over the limit")
+
+// uploadBody is a client's request body streamed to a backend: what was already read (a
+// chunked body's first part), then the rest from the client connection. It counts the bytes
+// against proxy.max_request_body, and records which side failed. It is used by one goroutine
+// at a time.
+type uploadBody struct {
+	p         *Proxy
+	prefix    []byte    // read from the client before the body was planned
+	src       io.Reader // the server's stream of the rest of the body
+	read      int64
+	limit     int64      // proxy.max_request_body; 0: none
+	wc        *watchConn // the backend connection written to; its timeout restarts after each piece
+	clientErr error      // reading from the client failed, or the body grew over the limit
+	tooLarge  bool       // the body grew over the limit
+	writeErr  error      // writing to the backend failed
+}
+
+func (u *uploadBody) Read(p []byte) (int, error) {
+	var n int
+	var err error
+	if len(u.prefix) > 0 {
+		n = copy(p, u.prefix)
+		u.prefix = u.prefix[n:]
+	} else {
+		n, err = u.src.Read(p)
+	}
+	u.read += int64(n)
+	if u.limit > 0 && u.read > u.limit {
+		u.tooLarge = true
+		u.clientErr = errBodyTooLarge
+		return 0, errBodyTooLarge
+	}
+	if err != nil && err != io.EOF {
+		u.clientErr = err
+	}
+	return n, err
+}
+
+// SupportsBodyWriteTo lets fasthttp's request writer use WriteTo.
+func (u *uploadBody) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo copies the body to the backend through a pooled buffer, restarting the backend
+// timeout after each piece.
+func (u *uploadBody) WriteTo(w io.Writer) (int64, error) {
+	buf := u.p.bufs.get()
+	defer u.p.bufs.put(buf)
+	var progress func()
+	if u.wc != nil {
+		progress = u.wc.progress
+	}
+	n, rerr, werr := copyBody(w, u, *buf, progress)
+	if werr != nil {
+		u.writeErr = werr
+		return n, werr
+	}
+	return n, rerr
+}

@@ -1,0 +1,452 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"pollbal/configs"
+)
+
+func TestPlanRequestBody(t *testing.T) {
+	tests := []struct {
+		name          string
+		length        int
+		buffer, limit int
+		want          bodyPlan
+	}{
+		{name: "no body", length: 0, buffer: 100, limit: 1000, want: bodyBuffered},
+		{name: "at the buffer limit", length: 100, buffer: 100, limit: 1000, want: bodyBuffered},
+		{name: "over the buffer limit", length: 101, buffer: 100, limit: 1000, want: bodyStreamed},
+		{name: "at the body limit", length: 1000, buffer: 100, limit: 1000, want: bodyStreamed},
+		{name: "over the body limit", length: 1001, buffer: 100, limit: 1000, want: bodyTooLarge},
+		{name: "no body limit", length: 1 << 40, buffer: 100, limit: 0, want: bodyStreamed},
+		{name: "buffering off", length: 1, buffer: 0, limit: 1000, want: bodyStreamed},
+		{name: "chunked: length unknown", length: -1, buffer: 100, limit: 1000, want: bodyProbe},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := planRequestBody(tt.length, tt.buffer, tt.limit); got != tt.want {
+				t.Errorf("planRequestBody(%d, %d, %d) = %d, want %d", tt.length, tt.buffer, tt.limit, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlanResponse(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		head   bool
+		length int
+		want   respPlan
+	}{
+		{name: "small", status: 200, length: 1024, want: respBuffer},
+		{name: "empty", status: 200, length: 0, want: respBuffer},
+		{name: "at the buffer size", status: 200, length: bufferResponseBody, want: respBuffer},
+		{name: "over the buffer size", status: 200, length: bufferResponseBody + 1, want: respStream},
+		{name: "chunked", status: 200, length: -1, want: respStream},
+		{name: "until close", status: 200, length: -2, want: respStream},
+		{name: "large error page", status: 500, length: 1 << 20, want: respStream},
+		{name: "HEAD of a large body", status: 200, head: true, length: 1 << 30, want: respNoBody},
+		{name: "no content", status: 204, length: -2, want: respNoBody},
+		{name: "not modified", status: 304, length: 1 << 20, want: respNoBody},
+		{name: "switching protocols", status: 101, length: -2, want: respUnusable},
+		{name: "switching protocols to HEAD", status: 101, head: true, length: 0, want: respUnusable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := planResponse(tt.status, tt.head, tt.length); got != tt.want {
+				t.Errorf("planResponse(%d, %v, %d) = %d, want %d", tt.status, tt.head, tt.length, got, tt.want)
+			}
+		})
+	}
+}
+
+// failingIO fails its Read or Write after n bytes.
+type failingIO struct {
+	n   int
+	err error
+}
+
+func (f *failingIO) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, f.err
+	}
+	k := min(len(p), f.n)
+	f.n -= k
+	return k, nil
+}
+
+func (f *failingIO) Write(p []byte) (int, error) {
+	if f.n < len(p) {
+		k := f.n
+		f.n = 0
+		return k, f.err
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+func TestCopyBody(t *testing.T) {
+	errRead, errWrite := errors.New("read failed"), errors.New("write failed")
+	data := bytes.Repeat([]byte("0123456789"), 1000)
+	tests := []struct {
+		name          string
+		src           io.Reader
+		dst           io.Writer
+		wantN         int64
+		wantRead      error
+		wantWrite     error
+		wantProgress  int
+		wantDstLength int
+	}{
+		{name: "to the end", src: bytes.NewReader(data), dst: &bytes.Buffer{}, wantN: 10000, wantProgress: 3, wantDstLength: 10000},
+		{name: "source fails", src: &failingIO{n: 5000, err: errRead}, dst: &bytes.Buffer{}, wantN: 5000, wantRead: errRead, wantProgress: 2, wantDstLength: 5000},
+		{name: "destination fails", src: bytes.NewReader(data), dst: &failingIO{n: 6000, err: errWrite}, wantN: 6000, wantWrite: errWrite, wantProgress: 1},
+		{name: "empty source", src: bytes.NewReader(nil), dst: &bytes.Buffer{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			progress := 0
+			n, rerr, werr := copyBody(tt.dst, tt.src, make([]byte, 4096), func() { progress++ })
+			if n != tt.wantN || !errors.Is(rerr, tt.wantRead) || !errors.Is(werr, tt.wantWrite) || (tt.wantRead == nil) != (rerr == nil) || (tt.wantWrite == nil) != (werr == nil) {
+				t.Fatalf("copyBody = %d, %v, %v; want %d, %v, %v", n, rerr, werr, tt.wantN, tt.wantRead, tt.wantWrite)
+			}
+			if progress != tt.wantProgress {
+				t.Errorf("progress called %d times, want %d", progress, tt.wantProgress)
+			}
+			if b, ok := tt.dst.(*bytes.Buffer); ok && b.Len() != tt.wantDstLength {
+				t.Errorf("destination got %d bytes, want %d", b.Len(), tt.wantDstLength)
+			}
+		})
+	}
+}
+
+func TestResponseBodyRead(t *testing.T) {
+	tests := []struct {
+		name     string
+		src      string
+		length   int64
+		wantBody string
+		wantErr  error
+		wantDone bool
+	}{
+		{name: "stops at its length", src: "hello, and the next response", length: 5, wantBody: "hello", wantDone: true},
+		{name: "backend closes early", src: "hel", length: 5, wantBody: "hel", wantErr: io.ErrUnexpectedEOF},
+		{name: "until the backend closes", src: "all of it", length: -1, wantBody: "all of it", wantDone: true},
+		{name: "empty", src: "", length: 0, wantDone: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &responseBody{src: strings.NewReader(tt.src), left: tt.length, open: true}
+			got, err := io.ReadAll(b)
+			if string(got) != tt.wantBody || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Fatalf("read %q, %v; want %q, %v", got, err, tt.wantBody, tt.wantErr)
+			}
+			if b.done != tt.wantDone {
+				t.Errorf("done = %v, want %v", b.done, tt.wantDone)
+			}
+		})
+	}
+}
+
+// pattern is n bytes of a repeating pattern, generated on demand.
+type pattern struct{ n, off int64 }
+
+func (p *pattern) Read(b []byte) (int, error) {
+	if p.off == p.n {
+		return 0, io.EOF
+	}
+	k := int64(len(b))
+	if k > p.n-p.off {
+		k = p.n - p.off
+	}
+	for i := range b[:k] {
+		b[i] = byte('a' + (p.off+int64(i))%26)
+	}
+	p.off += k
+	return int(k), nil
+}
+
+func patternBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = io.ReadFull(&pattern{n: int64(n)}, b)
+	return b
+}
+
+func TestStreamedResponse(t *testing.T) {
+	const size = 8 << 20
+	big := startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		n := int64(size)
+		if ctx.QueryArgs().Has("chunked") {
+			ctx.SetBodyStream(&pattern{n: n}, -1)
+			return
+		}
+		ctx.SetBodyStream(&pattern{n: n}, size)
+	})
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: big.addr}})
+	e := newEnv(t, cfg, "b1")
+	want := patternBytes(size)
+	for _, path := range []string{"/blob", "/blob?chunked", "/blob"} {
+		r := e.do("GET", "shop.test", path, "")
+		if r.code != 200 || r.body != string(want) || r.headers["x-pollbal-backend"] != "b1" {
+			t.Fatalf("%s: got %d, %d bytes, headers %v", path, r.code, len(r.body), r.headers)
+		}
+		if path == "/blob" && r.headers["content-length"] != strconv.Itoa(size) {
+			t.Errorf("%s: Content-Length %q, want %d", path, r.headers["content-length"], size)
+		}
+	}
+	e.waitIdle()
+	up := (*e.p.upstreams.m.Load())[backendOf(t, e.bal, "b1")]
+	if n := up.pool.idleCount(); n != 1 {
+		t.Errorf("%d idle backend connections after three streamed responses in turn, want 1 (reused)", n)
+	}
+}
+
+// TestLeaseHeldWhileStreaming checks the lease of a streamed response: held while the body is
+// still coming, released once the client has the last byte.
+func TestLeaseHeldWhileStreaming(t *testing.T) {
+	release := make(chan struct{})
+	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			_, _ = w.WriteString("first part ")
+			_ = w.Flush()
+			<-release
+			_, _ = w.WriteString("last part")
+		})
+	})
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	e := newEnv(t, cfg, "b1")
+	rc := dialRaw(t, e.ln, nil)
+	if _, err := io.WriteString(rc.c, "GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, len("first part "))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "first part " {
+		t.Fatalf("first part %q, %v", first, err)
+	}
+	b1 := backendOf(t, e.bal, "b1")
+	if n := b1.InFlight(); n != 1 {
+		t.Fatalf("in flight while the body streams = %d, want 1", n)
+	}
+	close(release)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || string(rest) != "last part" {
+		t.Fatalf("rest %q, %v", rest, err)
+	}
+	waitFor(t, "the lease to be released after the last byte", func() bool { return b1.InFlight() == 0 })
+}
+
+func TestUnexpectedSwitchingProtocols(t *testing.T) {
+	addr, hits := rawBackendAddr(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+	ok := okBackend(t)
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
+		{ID: "a-switch", Address: addr}, {ID: "b-ok", Address: ok.addr},
+	})
+	e := newEnv(t, cfg, "a-switch", "b-ok")
+	r := e.do("GET", "shop.test", "/", "")
+	if r.code != 502 || r.headers["x-pollbal-reason"] != "bad_response" || r.headers["x-pollbal-backend"] != "a-switch" {
+		t.Fatalf("got %v, want 502 bad_response from a-switch", r)
+	}
+	if hits.Load() != 1 || ok.hits.Load() != 0 {
+		t.Errorf("backends got %d and %d requests, want 1 and 0 (not retried)", hits.Load(), ok.hits.Load())
+	}
+	e.waitIdle()
+}
+
+func TestStreamedUpload(t *testing.T) {
+	sink := startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		body := ctx.Request.Body()
+		ctx.SetBodyString(fmt.Sprintf("%d %v", len(body), bytes.Equal(body, patternBytes(len(body)))))
+	})
+	hangup, hangupHits := rawBackendAddr(t, "")
+	cfg := testConfig([]configs.App{
+		{Name: "shop", Hosts: []string{"shop.test"}},
+		{Name: "flaky", Hosts: []string{"flaky.test"}, Pool: "pool-flaky"},
+	}, []configs.Backend{
+		{ID: "b1", Address: sink.addr},
+		{ID: "f1-hangup", Address: hangup, Pool: "pool-flaky"},
+		{ID: "f2-sink", Address: sink.addr, Pool: "pool-flaky"},
+	})
+	cfg.Proxy.BufferRequestBody = 1000
+	cfg.Proxy.MaxRequestBody = 4 << 20
+	e := newEnv(t, cfg, "b1", "f1-hangup", "f2-sink")
+	body := string(patternBytes(3 << 20))
+
+	tests := []struct {
+		name     string
+		request  string
+		wantCode int
+		wantBody string
+	}{
+		{name: "streamed with a length", wantCode: 200, wantBody: "3145728 true",
+			request: "POST / HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 3145728\r\n\r\n" + body},
+		{name: "streamed chunked", wantCode: 200, wantBody: "3145728 true",
+			request: "POST / HTTP/1.1\r\nHost: shop.test\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(body) + "0\r\n\r\n"},
+		{name: "small chunked body buffered", wantCode: 200, wantBody: "500 true",
+			request: "POST / HTTP/1.1\r\nHost: shop.test\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(body[:500]) + "0\r\n\r\n"},
+		// The server reads the first buffer_request_body bytes before the handler sees the request.
+		{name: "length over the limit", wantCode: 413,
+			request: "POST / HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 5000000\r\n\r\n" + body[:10000]},
+		{name: "chunked over the limit", wantCode: 413,
+			request: "POST / HTTP/1.1\r\nHost: shop.test\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(body) + chunk(body)},
+		{name: "streamed PUT not retried after a hang-up", wantCode: 502,
+			request: "PUT / HTTP/1.1\r\nHost: flaky.test\r\nContent-Length: 3145728\r\n\r\n" + body},
+		{name: "buffered PUT retried after a hang-up", wantCode: 200, wantBody: "500 true",
+			request: "PUT / HTTP/1.1\r\nHost: flaky.test\r\nContent-Length: 500\r\n\r\n" + body[:500]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := sink.hits.Load()
+			r := rawExchange(t, e.ln, tt.request)
+			if r.code != tt.wantCode || (tt.wantBody != "" && r.body != tt.wantBody) {
+				t.Fatalf("got %d %q, want %d %q", r.code, r.body, tt.wantCode, tt.wantBody)
+			}
+			if tt.wantCode == 413 {
+				if r.headers["x-pollbal-reason"] != "body_too_large" || r.headers["connection"] != "close" {
+					t.Errorf("413 headers %v, want body_too_large and Connection: close", r.headers)
+				}
+				if n := sink.hits.Load() - before; n != 0 {
+					t.Errorf("backend answered %d requests over the limit", n)
+				}
+			}
+			e.waitIdle()
+		})
+	}
+	if n := hangupHits.Load(); n != 2 {
+		t.Errorf("hang-up backend got %d requests, want 2", n)
+	}
+}
+
+// stallBackend accepts connections, reads one request on each and then waits for the
+// connection to be closed by the peer, sending headers and part of a body first when partial
+// is set. It reports each request's arrival and each close it saw.
+type stallBackend struct {
+	addr    string
+	arrived chan struct{}
+	closed  chan time.Time
+}
+
+func startStallBackend(t *testing.T, partial bool) *stallBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	sb := &stallBackend{addr: ln.Addr().String(), arrived: make(chan struct{}, 4), closed: make(chan time.Time, 4)}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				if partial {
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 70000))
+				}
+				sb.arrived <- struct{}{}
+				_, _ = io.Copy(io.Discard, c) // until pollbal closes the connection
+				sb.closed <- time.Now()
+			}()
+		}
+	}()
+	return sb
+}
+
+// TestClientGoneEndsForward checks that a client that closes its connection while its request
+// is being forwarded ends the forward within a second: the backend connection is closed and
+// the lease released, though the backend never finishes; both while the backend has not
+// answered yet and while its response is streaming. The proxy serves a real socket here: the
+// check peeks at it.
+func TestClientGoneEndsForward(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("response begun %v", partial), func(t *testing.T) {
+			sb := startStallBackend(t, partial)
+			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: sb.addr}})
+			e := newEnv(t, cfg, "b1")
+			ln, err := net.Listen("tcp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan error, 1)
+			go func() { served <- e.p.Serve(ln) }()
+			t.Cleanup(func() { _ = ln.Close(); <-served })
+
+			c, err := net.Dial("tcp4", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			<-sb.arrived
+			if partial {
+				if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "HTTP/1.1 200 OK\r\n" {
+					t.Fatalf("client read %q, %v", line, err)
+				}
+			}
+			b1 := backendOf(t, e.bal, "b1")
+			if n := b1.InFlight(); n != 1 {
+				t.Fatalf("in flight = %d, want 1", n)
+			}
+			start := time.Now()
+			_ = c.Close()
+			waitFor(t, "the lease to be released", func() bool { return b1.InFlight() == 0 })
+			released := time.Since(start)
+			backendClosed := (<-sb.closed).Sub(start)
+			t.Logf("client closed: lease released after %v, backend connection closed after %v", released, backendClosed)
+			if released > time.Second || backendClosed > time.Second {
+				t.Errorf("forward ended %v / %v after the client left, want within 1s", released, backendClosed)
+			}
+		})
+	}
+}
+
+// TestClientCheckIgnoresLiveClients checks that the client check leaves alone a forward whose
+// client is still there, though the backend takes several checks to answer.
+func TestClientCheckIgnoresLiveClients(t *testing.T) {
+	var waited atomic.Int64
+	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		deadline := time.NewTimer(5 * clientCheckEvery * watchdogTick)
+		<-deadline.C
+		waited.Store(int64(time.Since(start)))
+		ctx.SetBodyString("late but fine")
+	})
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	e := newEnv(t, cfg, "b1")
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- e.p.Serve(ln) }()
+	t.Cleanup(func() { _ = ln.Close(); <-served })
+	c := &fasthttp.HostClient{Addr: ln.Addr().String()}
+	status, body, err := c.Get(nil, "http://shop.test/")
+	if err != nil || status != 200 || string(body) != "late but fine" {
+		t.Fatalf("got %d %q, %v", status, body, err)
+	}
+	t.Logf("backend answered after %v", time.Duration(waited.Load()))
+}
