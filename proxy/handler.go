@@ -9,8 +9,8 @@ import (
 )
 
 // Handler serves one client request: route by Host, lease a backend, forward, release (a
-// refused method is answered before any of that). It reads one balancer snapshot for the whole
-// request. It never keeps ctx after returning.
+// refused method or an ambiguous body framing is answered before any of that). It reads one
+// balancer snapshot for the whole request. It never keeps ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.now()
 	if c, ok := ctx.Conn().(*clientConn); ok {
@@ -25,6 +25,8 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	switch {
 	case refusedMethod(ctx.Request.Header.Method()):
 		answerMethodNotAllowed(ctx)
+	case ambiguousFraming(&ctx.Request.Header):
+		answerAmbiguousFraming(ctx)
 	case app == nil:
 		answerNoApp(ctx)
 	default:

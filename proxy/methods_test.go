@@ -134,3 +134,66 @@ func TestExpectContinue(t *testing.T) {
 		t.Errorf(`requests_total{app="shop",code="413"} = %v, want 1`, got)
 	}
 }
+
+func TestHeaderLines(t *testing.T) {
+	tests := []struct {
+		name   string
+		raw    string
+		wantCL bool
+		wantTE bool
+	}{
+		{name: "both", raw: "Host: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", wantCL: true, wantTE: true},
+		{name: "lower case", raw: "host: a\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n", wantCL: true, wantTE: true},
+		{name: "last line without newline", raw: "Host: a\r\nContent-Length: 5", wantCL: true},
+		{name: "Transfer-Encoding only", raw: "Host: a\r\nTransfer-Encoding: chunked\r\n\r\n", wantTE: true},
+		{name: "only in a value", raw: "X-Note: Content-Length: 5\r\nX-Other: Transfer-Encoding: chunked\r\n"},
+		{name: "longer names", raw: "X-Content-Length: 5\r\nTransfer-Encodings: chunked\r\n"},
+		{name: "empty", raw: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cl, te := headerLines([]byte(tt.raw))
+			if cl != tt.wantCL || te != tt.wantTE {
+				t.Errorf("headerLines(%q) = %v, %v; want %v, %v", tt.raw, cl, te, tt.wantCL, tt.wantTE)
+			}
+		})
+	}
+}
+
+// TestSmuggling: requests whose framing is ambiguous or malformed get 400 bad_request and reach
+// no backend; the connection is closed, so nothing after them is read as a request.
+func TestSmuggling(t *testing.T) {
+	be := okBackend(t)
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	e := newEnv(t, cfg, "b1")
+	const head = "POST / HTTP/1.1\r\nHost: shop.test\r\n"
+	tests := []struct {
+		name    string
+		request string
+	}{
+		{name: "Content-Length then Transfer-Encoding", request: head + "Content-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nG"},
+		{name: "Transfer-Encoding then Content-Length", request: head + "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n"},
+		{name: "lower-case names", request: head + "transfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n0\r\n\r\n"},
+		{name: "duplicate Content-Length", request: head + "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"},
+		{name: "Content-Length list", request: head + "Content-Length: 5, 5\r\n\r\nhello"},
+		{name: "unknown transfer coding", request: head + "Transfer-Encoding: xchunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"},
+		{name: "space before the colon", request: head + "Transfer-Encoding : chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"},
+		{name: "coding list", request: head + "Transfer-Encoding: chunked, identity\r\n\r\n5\r\nhello\r\n0\r\n\r\n"},
+		{name: "two Transfer-Encoding lines", request: head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"},
+		{name: "NUL in a header", request: head + "X-A: a\x00b\r\nContent-Length: 0\r\n\r\n"},
+		{name: "bare CR in a header", request: head + "X-A: a\rb\r\nContent-Length: 0\r\n\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := dialRaw(t, e.ln, nil)
+			r := rc.exchange(tt.request)
+			if r.code != 400 || r.headers["x-pollbal-reason"] != "bad_request" || r.headers["connection"] != "close" {
+				t.Fatalf("got %v, want 400 bad_request and a close", r)
+			}
+		})
+	}
+	e.waitIdle()
+	if n := be.hits.Load(); n != 0 {
+		t.Errorf("backend received %d requests, want 0", n)
+	}
+}
