@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pollbal-update.sh — the backend side of pollbal's rolling-update protection (SPEC §5).
+# pollbal-update.sh — the backend side of pollbal's rolling-update protection (docs/protocol.md).
 # Run `pollbal-update.sh --help` for the loop it implements and its parameters.
 set -euo pipefail
 
@@ -9,7 +9,7 @@ usage() {
 	cat <<EOF
 Usage: $PROG [flags]
 
-Rolling-update loop for one backend behind pollbal (SPEC §5). Each round:
+Rolling-update loop for one backend behind pollbal (docs/protocol.md). Each round:
   1. sleep a random time in [0, jitter];
   2. if the lock file was touched within lock-window, start over;
   3. write "<service> leaving <version>" to the pool file; sleep announce-wait;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# pool-warning.cgi — CGI handler for pollbal's POST /pool_warning (SPEC §2, §5).
+# pool-warning.cgi — CGI handler for pollbal's POST /pool_warning (docs/protocol.md).
 #
 # Touches the lock file that pollbal-update.sh checks, so the backend does not go down while
 # pollbal says it is needed. The lock file is $POLLBAL_LOCK_FILE (default

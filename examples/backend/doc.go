@@ -1,6 +1,6 @@
 // Command backend is a small example backend for pollbal, used by tests and the demo.
 //
-// It serves the backend side of the /pool protocol (SPEC §2):
+// It serves the backend side of the /pool protocol (docs/protocol.md):
 //
 //   - GET /pool answers 200 with the bytes of -pool-file. A missing file answers 200 with an
 //     empty body, which in the protocol means "in no service" (out of rotation, still ready);
