@@ -27,7 +27,7 @@ func main() {
 
 // run parses args, serves until ctx ends, and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
+	fs := flag.NewFlagSet("example-backend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "address to listen on, e.g. 127.0.0.1:9001 (port 0 picks a free port; required)")
 	id := fs.String("id", "", "backend id returned in bodies and X-Backend-Id (default: the bound listen address)")
@@ -35,6 +35,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	lockFile := fs.String("lock-file", "", "file touched by POST /pool_warning")
 	secretFile := fs.String("secret-file", "", "when set, POST /pool_warning must carry a valid HMAC signature with this secret")
 	delay := fs.Duration("delay", 0, "delay before answering requests on other paths")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: example-backend -listen HOST:PORT [-id ID] [-pool-file FILE] [-lock-file FILE] [-secret-file FILE] [-delay D]")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -42,22 +46,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "backend: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		fmt.Fprintf(stderr, "example-backend: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
 		return 2
 	}
 	if *listen == "" {
-		fmt.Fprintln(stderr, "backend: -listen is required")
+		fmt.Fprintln(stderr, "example-backend: -listen is required")
 		return 2
 	}
 	if *delay < 0 {
-		fmt.Fprintln(stderr, "backend: -delay must not be negative")
+		fmt.Fprintln(stderr, "example-backend: -delay must not be negative")
 		return 2
 	}
 	var secret []byte
 	if *secretFile != "" {
 		s, err := readSecret(*secretFile)
 		if err != nil {
-			fmt.Fprintf(stderr, "backend: %v\n", err)
+			fmt.Fprintf(stderr, "example-backend: %v\n", err)
 			return 1
 		}
 		secret = s
@@ -65,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "backend: listen: %v\n", err)
+		fmt.Fprintf(stderr, "example-backend: listen: %v\n", err)
 		return 1
 	}
 	if *id == "" {
@@ -91,14 +95,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	select {
 	case err := <-errc:
-		fmt.Fprintf(stderr, "backend: serve: %v\n", err)
+		fmt.Fprintf(stderr, "example-backend: serve: %v\n", err)
 		return 1
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		fmt.Fprintf(stderr, "backend: shutdown: %v\n", err)
+		fmt.Fprintf(stderr, "example-backend: shutdown: %v\n", err)
 		return 1
 	}
 	<-errc
