@@ -4,6 +4,7 @@
 // between node pools and triggers reloads.
 //
 // Admin overrides are persisted to the state file before they are applied (LoadState and
-// SaveState), so a move either survives a restart or does not happen at all. Reads go through
+// SaveState), so a move either survives a restart or does not happen at all; the temporary files
+// of writes a crash interrupted are removed at start (RemoveStaleTemps). Reads go through
 // the balancer's quiet path and never raise alarms.
 package admin

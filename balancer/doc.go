@@ -5,8 +5,9 @@
 // The request path reads one immutable Snapshot through an atomic pointer; the snapshot is
 // rebuilt wholesale when the configuration or an admin override changes; a backend's health
 // change swaps only the candidate sets of its own pool (atomically, copy-on-write).
-// In-flight counters live in per-backend atomics (Backend) that survive snapshot swaps, so a
-// reload never loses or double-counts a lease. Ranking skips blocks of candidates whose spare
+// In-flight counters live in per-address slots (slot.go) that outlive snapshots and the
+// configurations they were built from: a reload that changes a backend's capacity, renames it,
+// or removes it and adds it back never loses or double-counts a lease. Ranking skips blocks of candidates whose spare
 // hint (an upper bound that releases raise, hints.go) shows they cannot beat the best so far;
 // the in-flight check-and-take stays the only gate on a lease. The package never imports
 // poller, proxy or admin: check results arrive through Observe, and readers use the quiet State
