@@ -253,3 +253,66 @@ func TestLeasesBoundedPerAddressUnderRandomReloads(t *testing.T) {
 		t.Logf("%s: peak %d, largest capacity %d", addr, peak[k].Load(), maxCap[k].Load())
 	}
 }
+
+// TestHintsHoldAcrossRenamesAndReadding runs random leases, releases and reloads that rename,
+// remove, re-add and resize backends (sequentially, so every hint can be checked after every
+// step): each block hint of the current snapshot keeps bounding its members' spare, with
+// releases of leases taken under older configurations raising the current hints. Once every
+// lease is back, the whole capacity can be leased again.
+func TestHintsHoldAcrossRenamesAndReadding(t *testing.T) {
+	const nAddrs = 70 // three hint blocks
+	rng := rand.New(rand.NewPCG(5, 6))
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	mkCfg := func() (*configs.Config, []string, int) {
+		var bs []configs.Backend
+		var ids []string
+		total := 0
+		for i := range nAddrs {
+			if rng.IntN(6) == 0 {
+				continue
+			}
+			c := 1 + rng.IntN(4)
+			id := fmt.Sprintf("%c%02d", "xyz"[rng.IntN(3)], i)
+			bs = append(bs, configs.Backend{ID: id, Address: fmt.Sprintf("127.0.0.1:%d", 22000+i), Capacity: c})
+			ids = append(ids, id)
+			total += c
+		}
+		return cfgOf(apps, bs), ids, total
+	}
+	cfg, ids, total := mkCfg()
+	bal := newTestBalancer(t, cfg, nil)
+	markReady(bal, ids)
+	var held []Lease
+	for step := 0; step < 2000; step++ {
+		switch op := rng.IntN(40); { // more takes than releases: the pool runs full, picks are refused
+		case op < 24:
+			s := bal.Snapshot()
+			if l, err := s.Acquire(s.AppByName("www"), nil); err == nil {
+				held = append(held, l)
+			}
+		case op < 39:
+			if len(held) > 0 {
+				i := rng.IntN(len(held))
+				held[i].Release()
+				held[i] = held[len(held)-1]
+				held = held[:len(held)-1]
+			}
+		default:
+			cfg, ids, total = mkCfg()
+			bal.Update(cfg)
+			markReady(bal, ids)
+		}
+		checkHints(t, bal.Snapshot())
+	}
+	for _, l := range held {
+		l.Release()
+	}
+	checkHints(t, bal.Snapshot())
+	again := acquireAll(t, bal)
+	if len(again) != total {
+		t.Fatalf("leased %d after every release, want the whole capacity %d", len(again), total)
+	}
+	for _, l := range again {
+		l.Release()
+	}
+}

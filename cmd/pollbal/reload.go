@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,12 @@ func (s *server) reload(ctx context.Context, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cfg, secret, err := s.prepareReload(ctx, force)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// Shutting down (SIGHUP) or the caller went away (POST) while the file was being read:
+		// nothing was decided about the file.
+		s.log.Info("reload abandoned", "err", err)
+		return err
+	}
 	if err != nil {
 		reason := configs.ReasonOf(err)
 		s.reloadOK.Set(0)
