@@ -168,3 +168,35 @@ func TestNonceSurvivesTemplateEscaping(t *testing.T) {
 		t.Errorf("%d distinct nonces out of 200", len(seen))
 	}
 }
+
+// TestStatusPageFleet checks that a backend's row shows this instance's in-flight against its
+// limit, and the fleet's in-flight (the backend's own report) against the capacity.
+func TestStatusPageFleet(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.markReady("web-1", "web-3")
+	now := time.Now()
+	f.bal.Observe(balancer.Observation{ID: "web-1", Ready: true, Checked: now, Load: &balancer.Load{InFlight: 5, At: now},
+		Reports: []balancer.Report{{Service: "web", Status: balancer.StatusServing, Version: "v1"}}})
+	f.bal.RoundDone()
+	resp := f.do(t, "GET", "/", "", "")
+	if resp.code != 200 {
+		t.Fatalf("status %d", resp.code)
+	}
+	_, sections := poolSections(t, resp.body)
+	for _, tt := range []struct {
+		name, pool string
+		want       []string
+	}{
+		{name: "reporting backend: mine / limit, then the fleet's / capacity", pool: "pool-acme",
+			want: []string{"0 / 3", "fleet 5 / 8"}},
+		{name: "backend without a report", pool: "default", want: []string{"no load report"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, w := range tt.want {
+				if !strings.Contains(sections[tt.pool], w) {
+					t.Errorf("pool %s misses %q:\n%s", tt.pool, w, sections[tt.pool])
+				}
+			}
+		})
+	}
+}

@@ -40,6 +40,8 @@ type Backend struct {
 	Address string
 
 	slot       *slot
+	limit      atomic.Int64         // what this instance may have in flight on it, before slow start (fleet.go)
+	load       atomic.Pointer[Load] // its last good answer's load report; nil when it had none
 	failStreak atomic.Int64
 	ejected    atomic.Bool
 	warned     atomic.Bool
@@ -58,6 +60,10 @@ func (b *Backend) InFlight() int64 { return b.slot.count() }
 
 // Health returns the last published health.
 func (b *Backend) Health() *Health { return b.health.Load() }
+
+// Load returns the backend's last load report (nil when its last good answer carried none), with
+// this instance's in-flight on it when the answer arrived.
+func (b *Backend) Load() *Load { return b.load.Load() }
 
 // Ejected reports whether consecutive forward failures took the backend out until its next good check.
 func (b *Backend) Ejected() bool { return b.ejected.Load() }

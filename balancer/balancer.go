@@ -38,6 +38,9 @@ type Observation struct {
 	Reason  string
 	Reports []Report
 	Checked time.Time
+	// Load is the last good answer's X-Pool-Load report (nil when it had none); MineThen is
+	// ignored: the balancer records its own in-flight when it first sees the report.
+	Load *Load
 }
 
 // Balancer owns the snapshot, the runtime backends, admin overrides, events and alarms. It is
@@ -170,6 +173,7 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 }
 
 func (b *Balancer) rebuildLocked() {
+	now := b.now()
 	next := buildSnapshot(buildInput{
 		cfg:       b.cfg,
 		overrides: b.overrides,
@@ -177,6 +181,7 @@ func (b *Balancer) rebuildLocked() {
 		rotations: b.rotations,
 		counters:  b.counters,
 		bal:       b,
+		now:       now,
 	})
 	// Hints: retire the old sets before their backends stop raising them, register the new
 	// ones before anyone can pick from them (hints.go).
@@ -188,6 +193,9 @@ func (b *Balancer) rebuildLocked() {
 			}
 		}
 	}
+	// Limits: the old sets are stale now (no hint relies on their capacities), and the new
+	// ones are built with the capacities these limits are computed from (fleet.go).
+	next.storeLimits(now)
 	next.registerAll()
 	b.snap.Store(next)
 }
@@ -237,8 +245,10 @@ func (b *Balancer) Observe(o Observation) {
 	if !changed {
 		// Nothing a scheduler sees: publish the new check time and reason without a rebuild.
 		rt.health.Store(h)
+		b.observeLoad(rt, o)
 		return
 	}
+	defer b.observeLoad(rt, o) // after the unlock below: it may take the mutex itself
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.backends[o.ID] != rt { // replaced by a reload meanwhile
@@ -264,7 +274,11 @@ func (b *Balancer) Observe(o Observation) {
 }
 
 // RoundDone marks the first check round as finished (readiness of the process).
-func (b *Balancer) RoundDone() { b.roundDone.Store(true) }
+// Once per interval it also drops load reports that have grown too old.
+func (b *Balancer) RoundDone() {
+	b.roundDone.Store(true)
+	b.expireLoads()
+}
 
 // Ready reports whether the first check round has finished.
 func (b *Balancer) Ready() bool { return b.roundDone.Load() }

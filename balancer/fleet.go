@@ -1,6 +1,10 @@
 package balancer
 
-import "time"
+import (
+	"time"
+
+	"pollbal/configs"
+)
 
 // reportMaxAge is how many poll intervals a load report stays fresh: an older one counts as no
 // report.
@@ -54,4 +58,85 @@ func fleetLimit(in fleetInput) fleetDecision {
 // intervals at now. A report from the future (a clock step) is fresh.
 func reportStale(at, now time.Time, interval time.Duration) bool {
 	return now.Sub(at) > reportMaxAge*interval
+}
+
+// decide computes backend cb's decision in snapshot s from its load report l at now.
+func (s *Snapshot) decide(cb configs.Backend, l *Load, now time.Time) fleetDecision {
+	return fleetLimit(fleetInput{
+		Configured: int64(cb.Capacity),
+		Instances:  s.cfg.Fleet.Instances,
+		Report:     l,
+		Now:        now,
+		Interval:   s.cfg.Poll.Interval,
+	})
+}
+
+// storeLimits sets the limit of every member of a snapshot about to be published, from the
+// load reports it was built with. Every limit is at most its member's capacity, which the
+// block hints of the snapshot's candidate sets are an upper bound for (hints.go). The caller
+// holds the balancer's mutex and has marked the sets of the replaced snapshot stale.
+func (s *Snapshot) storeLimits(now time.Time) {
+	for _, m := range s.members {
+		m.b.limit.Store(s.decide(m.cfg, m.b.load.Load(), now).Limit)
+	}
+}
+
+// observeLoad keeps a check's load report and updates the backend's limit. A report seen for
+// the first time is stamped with this instance's in-flight on the backend (mine_then); the
+// same report again (a failed check that fall > 1 keeps ready) keeps its stamp.
+func (b *Balancer) observeLoad(rt *Backend, o Observation) {
+	var l *Load
+	if o.Ready && o.Load != nil {
+		cur := rt.load.Load()
+		if cur != nil && cur.At.Equal(o.Load.At) && cur.InFlight == o.Load.InFlight && cur.Capacity == o.Load.Capacity {
+			l = cur
+		} else {
+			fresh := *o.Load
+			fresh.MineThen = rt.InFlight()
+			l = &fresh
+		}
+	}
+	rt.load.Store(l)
+	b.refreshLimit(rt)
+}
+
+// expireLoads recomputes the limit of every backend whose report has grown too old, so a
+// backend that stopped answering with reports falls back to its equal share.
+func (b *Balancer) expireLoads() {
+	s := b.snap.Load()
+	now := b.now()
+	for _, m := range s.members {
+		if l := m.b.load.Load(); l != nil && reportStale(l.At, now, s.cfg.Poll.Interval) {
+			b.refreshLimit(m.b)
+		}
+	}
+}
+
+// refreshLimit recomputes rt's limit from its report. Most checks change nothing and take no
+// lock. A new limit is stored under the mutex, computed against the snapshot then current, so
+// it never exceeds the capacity the current candidate sets were built with; a new capacity (a
+// report gave one, or it expired) rebuilds the snapshot.
+func (b *Balancer) refreshLimit(rt *Backend) {
+	now := b.now()
+	s := b.snap.Load()
+	m := s.byID[rt.ID]
+	if m == nil || m.b != rt {
+		return
+	}
+	if d := s.decide(m.cfg, rt.load.Load(), now); d.Capacity == m.capacity && d.Limit == rt.limit.Load() {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s = b.snap.Load()
+	m = s.byID[rt.ID]
+	if m == nil || m.b != rt {
+		return
+	}
+	d := s.decide(m.cfg, rt.load.Load(), now)
+	if d.Capacity != m.capacity {
+		b.rebuildLocked()
+		return
+	}
+	rt.limit.Store(d.Limit)
 }

@@ -1,8 +1,17 @@
 package balancer
 
 import (
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"pollbal/configs"
 )
 
 func TestFleetLimit(t *testing.T) {
@@ -79,5 +88,319 @@ func TestFleetLimit(t *testing.T) {
 				t.Errorf("fleetLimit(%+v) = %+v, want %+v", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestRampLimit(t *testing.T) {
+	tests := []struct {
+		name      string
+		limit     int64
+		elapsed   time.Duration
+		slowStart time.Duration
+		want      int64
+	}{
+		{name: "off", limit: 40, elapsed: 0, slowStart: 0, want: 40},
+		{name: "just ready: 10%", limit: 100, elapsed: 0, slowStart: 10 * time.Second, want: 10},
+		{name: "half way", limit: 100, elapsed: 5 * time.Second, slowStart: 10 * time.Second, want: 55},
+		{name: "done", limit: 100, elapsed: 10 * time.Second, slowStart: 10 * time.Second, want: 100},
+		{name: "a small fleet share still gets one", limit: 3, elapsed: 0, slowStart: 10 * time.Second, want: 1},
+		{name: "a limit of 0 stays 0", limit: 0, elapsed: 0, slowStart: 10 * time.Second, want: 0},
+		{name: "clock step back counts as just ready", limit: 100, elapsed: -time.Second, slowStart: 10 * time.Second, want: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := rampLimit(tt.limit, tt.elapsed, tt.slowStart); got != tt.want {
+				t.Errorf("rampLimit(%d, %v, %v) = %d, want %d", tt.limit, tt.elapsed, tt.slowStart, got, tt.want)
+			}
+		})
+	}
+}
+
+// fleetFixture is a balancer with a settable clock, fleet.instances 3 and two backends of
+// capacity 8, both ready.
+type fleetFixture struct {
+	bal *Balancer
+	app *App
+	now time.Time
+}
+
+func newFleetFixture(t *testing.T, instances int) *fleetFixture {
+	t.Helper()
+	f := &fleetFixture{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}},
+		[]configs.Backend{{ID: "a", Capacity: 8}, {ID: "b", Capacity: 8}})
+	cfg.Fleet.Instances = instances
+	bal, err := New(Options{Config: cfg, Registerer: prometheus.NewRegistry(), Webhook: nopPoster{},
+		Now: func() time.Time { return f.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bal.Close)
+	f.bal = bal
+	f.observe("a", nil)
+	f.observe("b", nil)
+	f.app = bal.Snapshot().AppByName("www")
+	return f
+}
+
+// observe reports a good check of id at the fixture's clock, with load report l (nil: none).
+func (f *fleetFixture) observe(id string, l *Load) {
+	if l != nil {
+		l.At = f.now
+	}
+	f.bal.Observe(Observation{ID: id, Ready: true, Checked: f.now, Load: l,
+		Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}})
+}
+
+func (f *fleetFixture) limit(id string) int64 {
+	for _, bs := range f.bal.State().Backends {
+		if bs.ID == id {
+			return bs.Limit
+		}
+	}
+	return -1
+}
+
+// fill takes leases until Acquire fails and returns how many it took on each backend.
+func (f *fleetFixture) fill(t *testing.T) (map[string]int, []Lease) {
+	t.Helper()
+	got := map[string]int{}
+	var leases []Lease
+	for i := 0; i < 100; i++ {
+		s := f.bal.Snapshot()
+		l, err := s.Acquire(s.AppByName(f.app.Name), nil) // the current snapshot's lists and hints
+		if err != nil {
+			return got, leases
+		}
+		got[l.Backend.ID]++
+		leases = append(leases, l)
+	}
+	t.Fatal("Acquire never ran out")
+	return nil, nil
+}
+
+func release(ls []Lease) {
+	for _, l := range ls {
+		l.Release()
+	}
+}
+
+func TestFleetLimitSchedules(t *testing.T) {
+	t.Run("without reports each instance takes ceil(8/3) of each backend", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		got, ls := f.fill(t)
+		defer release(ls)
+		if got["a"] != 3 || got["b"] != 3 {
+			t.Fatalf("leases %v, want 3 on each", got)
+		}
+	})
+	t.Run("one instance without reports keeps the whole capacity", func(t *testing.T) {
+		f := newFleetFixture(t, 1)
+		got, ls := f.fill(t)
+		defer release(ls)
+		if got["a"] != 8 || got["b"] != 8 {
+			t.Fatalf("leases %v, want 8 on each", got)
+		}
+	})
+	t.Run("a fresh report leaves this instance what the others do not use", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		f.observe("a", &Load{InFlight: 5}) // the other instances hold 5 of a's 8
+		f.observe("b", &Load{InFlight: 0})
+		if f.limit("a") != 3 || f.limit("b") != 8 {
+			t.Fatalf("limits a=%d b=%d, want 3 and 8", f.limit("a"), f.limit("b"))
+		}
+		got, ls := f.fill(t)
+		defer release(ls)
+		if got["a"] != 3 || got["b"] != 8 {
+			t.Fatalf("leases %v, want a=3 b=8", got)
+		}
+	})
+	t.Run("mine_then: my own in-flight in the report is not counted as others'", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		f.observe("a", &Load{InFlight: 0})
+		var ls []Lease
+		for range 2 {
+			l, err := f.bal.Snapshot().Acquire(f.app, &Tried{n: 1, bs: [maxTried]*Backend{f.bal.Snapshot().byID["b"].b}})
+			if err != nil || l.Backend.ID != "a" {
+				t.Fatalf("lease on a: %v %v", l.Backend, err)
+			}
+			ls = append(ls, l)
+		}
+		defer release(ls)
+		f.now = f.now.Add(time.Second)
+		f.observe("a", &Load{InFlight: 6}) // my 2 and the others' 4
+		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 2 {
+			t.Fatalf("mine_then %d, want 2", got)
+		}
+		if got := f.limit("a"); got != 4 {
+			t.Fatalf("limit %d, want 8 - (6 - 2) = 4", got)
+		}
+	})
+	t.Run("ranking by limit - mine steers to the most spare fleet-wide", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		f.observe("a", &Load{InFlight: 6}) // a: limit 2
+		f.observe("b", &Load{InFlight: 2}) // b: limit 6
+		var order []string
+		for range 5 {
+			l, err := f.bal.Snapshot().Acquire(f.app, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release()
+			order = append(order, l.Backend.ID)
+		}
+		// b has 6 spare against a's 2: b takes the first four, then they alternate.
+		for i, id := range order[:4] {
+			if id != "b" {
+				t.Fatalf("lease %d on %s, want b first while it has more spare: %v", i, id, order)
+			}
+		}
+	})
+	t.Run("a report older than 3 intervals counts as none after the round", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		f.observe("a", &Load{InFlight: 0})
+		if got := f.limit("a"); got != 8 {
+			t.Fatalf("fresh: limit %d, want 8", got)
+		}
+		f.now = f.now.Add(3 * time.Second)
+		f.bal.RoundDone()
+		if got := f.limit("a"); got != 8 {
+			t.Fatalf("3 intervals old: limit %d, want 8 still", got)
+		}
+		f.now = f.now.Add(time.Millisecond)
+		f.bal.RoundDone()
+		if got := f.limit("a"); got != 3 {
+			t.Fatalf("older than 3 intervals: limit %d, want ceil(8/3) = 3", got)
+		}
+		if st := f.bal.State().Backends[0]; st.Load != nil {
+			t.Fatalf("state shows a stale report: %+v", st.Load)
+		}
+	})
+	t.Run("a reported capacity wins, and goes when the report does", func(t *testing.T) {
+		f := newFleetFixture(t, 1)
+		f.observe("a", &Load{InFlight: 0, Capacity: 20})
+		st := f.bal.State().Backends[0]
+		if st.Capacity != 20 || st.Limit != 20 {
+			t.Fatalf("capacity %d limit %d, want 20 and 20", st.Capacity, st.Limit)
+		}
+		got, ls := f.fill(t)
+		release(ls)
+		if got["a"] != 20 {
+			t.Fatalf("leases on a %d, want 20", got["a"])
+		}
+		f.observe("a", &Load{InFlight: 2, Capacity: 4})
+		if st := f.bal.State().Backends[0]; st.Capacity != 4 || st.Limit != 2 {
+			t.Fatalf("capacity %d limit %d, want 4 and 2", st.Capacity, st.Limit)
+		}
+		f.observe("a", nil)
+		if st := f.bal.State().Backends[0]; st.Capacity != 8 || st.Limit != 8 {
+			t.Fatalf("no report: capacity %d limit %d, want the configured 8", st.Capacity, st.Limit)
+		}
+	})
+	t.Run("the same report again keeps its mine_then", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		l := &Load{InFlight: 4}
+		f.observe("a", l)
+		lease, err := f.bal.Snapshot().Acquire(f.app, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease.Release()
+		// A failed check under fall > 1: still ready, the last good answer's report again.
+		f.bal.Observe(Observation{ID: "a", Ready: true, Reason: "status 503", Checked: f.now.Add(time.Second),
+			Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}, Load: &Load{InFlight: 4, At: l.At}})
+		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 0 {
+			t.Fatalf("mine_then %d, want 0 (taken when the report first arrived)", got)
+		}
+	})
+	t.Run("state and metric show the limit and the report", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		f.observe("a", &Load{InFlight: 5, Capacity: 8})
+		f.now = f.now.Add(250 * time.Millisecond)
+		st := f.bal.State().Backends
+		if st[0].Load == nil || *st[0].Load != (LoadState{InFlight: 5, Capacity: 8, AgeMs: 250}) {
+			t.Fatalf("a's load %+v, want {5 8 250}", st[0].Load)
+		}
+		if st[0].Limit != 3 || st[1].Limit != 3 || st[1].Load != nil {
+			t.Fatalf("limits %d/%d load b %+v, want 3, 3 and null", st[0].Limit, st[1].Limit, st[1].Load)
+		}
+		reg := prometheus.NewRegistry()
+		if err := reg.Register(f.bal.metrics); err != nil {
+			t.Fatal(err)
+		}
+		want := "# HELP pollbal_backend_limit " + "Requests this instance may have in flight on the backend now: its share of the capacity for the fleet (fleet.instances, load reports), slow start applied.\n" +
+			"# TYPE pollbal_backend_limit gauge\npollbal_backend_limit{backend=\"a\"} 3\npollbal_backend_limit{backend=\"b\"} 3\n"
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "pollbal_backend_limit"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestFleetLimitUnderConcurrentReports takes and releases leases while reports change the
+// backend's capacity (so snapshots are rebuilt) and its limit underneath. In-flight never
+// exceeds the largest capacity reported, every count returns to zero, and once the reports
+// settle the block hints let a fill reach exactly the final limit.
+func TestFleetLimitUnderConcurrentReports(t *testing.T) {
+	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "a", Capacity: 8}, {ID: "b", Capacity: 8}})
+	cfg.Fleet.Instances = 2
+	bal := newTestBalancer(t, cfg, nil)
+	markReady(bal, []string{"a", "b"})
+	app := bal.Snapshot().AppByName("www")
+	const maxReported = 12
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := bal.Snapshot().Acquire(app, nil)
+				if err != nil {
+					continue
+				}
+				n := l.Backend.InFlight()
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				l.Release()
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 2000; i++ {
+		for _, id := range []string{"a", "b"} {
+			l := &Load{InFlight: int64(rng.IntN(10)), Capacity: []int64{0, 4, maxReported}[rng.IntN(3)], At: time.Now()}
+			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: l,
+				Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}})
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if p := peak.Load(); p > maxReported {
+		t.Fatalf("in-flight reached %d, above the largest capacity reported (%d)", p, maxReported)
+	}
+	for _, b := range bal.Snapshot().Backends() {
+		if n := b.InFlight(); n != 0 {
+			t.Fatalf("%s: %d in flight after every lease was released", b.ID, n)
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: &Load{InFlight: 0, Capacity: maxReported, At: time.Now()},
+			Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}})
+	}
+	f := &fleetFixture{bal: bal, app: app}
+	got, ls := f.fill(t)
+	release(ls)
+	if got["a"] != maxReported || got["b"] != maxReported {
+		t.Fatalf("after the reports settled: leases %v, want %d on each", got, maxReported)
 	}
 }

@@ -190,24 +190,26 @@ func (s *Snapshot) available(m *member, tried *Tried, now time.Time) (int64, boo
 	return s.limit(m, h, now), true
 }
 
-// limit is the member's capacity, ramped from 10% to 100% over slow_start after it became ready.
+// limit is this instance's limit on the member (fleet.go: the whole capacity for a lone
+// instance), ramped from 10% to 100% over slow_start after it became ready. It costs the pick
+// one atomic load.
 func (s *Snapshot) limit(m *member, h *Health, now time.Time) int64 {
+	l := m.b.limit.Load()
 	if s.slowStart <= 0 || h.ReadySince.IsZero() {
-		return m.capacity
+		return l
 	}
-	elapsed := now.Sub(h.ReadySince)
-	if elapsed >= s.slowStart {
-		return m.capacity
+	return rampLimit(l, now.Sub(h.ReadySince), s.slowStart)
+}
+
+// rampLimit is limit ramped from 10% to 100% over slowStart, elapsed after the backend became
+// ready: at least 1 while limit is, 0 when limit is 0. It is a pure function.
+func rampLimit(limit int64, elapsed, slowStart time.Duration) int64 {
+	if limit <= 0 || slowStart <= 0 || elapsed >= slowStart {
+		return max(limit, 0)
 	}
-	if elapsed < 0 {
-		elapsed = 0
-	}
-	frac := 0.1 + 0.9*float64(elapsed)/float64(s.slowStart)
-	limit := int64(float64(m.capacity) * frac)
-	if limit < 1 {
-		limit = 1
-	}
-	return limit
+	elapsed = max(elapsed, 0)
+	frac := 0.1 + 0.9*float64(elapsed)/float64(slowStart)
+	return max(int64(float64(limit)*frac), 1)
 }
 
 // candidates counts the available members of l with a free slot, without taking anything.

@@ -23,7 +23,7 @@ type metrics struct {
 	fallback  *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
 
-	ready, inFlight, serving, leaving *prometheus.Desc
+	ready, inFlight, limit, serving, leaving *prometheus.Desc
 }
 
 func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
@@ -43,6 +43,7 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 		}, []string{"backend"}),
 		ready:    prometheus.NewDesc("pollbal_backend_ready", "1 when the backend's last checks make it ready, else 0.", []string{"backend", "pool"}, nil),
 		inFlight: prometheus.NewDesc("pollbal_backend_in_flight", "Requests this instance has in flight on the backend (leases held).", []string{"backend"}, nil),
+		limit:    prometheus.NewDesc("pollbal_backend_limit", "Requests this instance may have in flight on the backend now: its share of the capacity for the fleet (fleet.instances, load reports), slow start applied.", []string{"backend"}, nil),
 		serving:  prometheus.NewDesc("pollbal_group_serving", "Ready backends reporting serving in the warning group.", []string{"pool", "service", "version"}, nil),
 		leaving:  prometheus.NewDesc("pollbal_group_leaving", "Ready backends reporting leaving in the warning group.", []string{"pool", "service", "version"}, nil),
 	}
@@ -71,6 +72,7 @@ func (m *metrics) forget(c *appCounters) {
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.ready
 	ch <- m.inFlight
+	ch <- m.limit
 	ch <- m.serving
 	ch <- m.leaving
 }
@@ -78,11 +80,14 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	s := m.bal.Snapshot()
+	now := m.bal.now()
 	for _, mb := range s.members {
+		h := mb.b.Health()
 		v := 0.0
-		if mb.b.Health().Ready {
+		if h.Ready {
 			v = 1
 		}
+		ch <- prometheus.MustNewConstMetric(m.limit, prometheus.GaugeValue, float64(s.limit(mb, h, now)), mb.cfg.ID)
 		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, v, mb.cfg.ID, mb.pool)
 		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(mb.b.InFlight()), mb.cfg.ID)
 	}

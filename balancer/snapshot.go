@@ -21,7 +21,7 @@ type member struct {
 	b        *Backend
 	slot     *slot // b.slot, one load closer to the pick's scan
 	cfg      configs.Backend
-	capacity int64
+	capacity int64 // the configured capacity, or the one a fresh load report gave (fleet.go)
 	pool     string
 	source   string
 }
@@ -121,7 +121,8 @@ func (s *Snapshot) Backends() []*Backend {
 	return out
 }
 
-// Capacity returns a backend's configured capacity in this snapshot (0 for an unknown backend).
+// Capacity returns a backend's capacity in this snapshot: the configured one, or the one its
+// fresh load report gave (0 for an unknown backend).
 func (s *Snapshot) Capacity(b *Backend) int {
 	if m := s.byID[b.ID]; m != nil && m.b == b {
 		return int(m.capacity)
@@ -150,6 +151,7 @@ type buildInput struct {
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
 	bal       *Balancer
+	now       time.Time // for the age of load reports
 }
 
 // resolveBackendPool applies the ownership order: admin override, config pool, pool-<owner>, default.
@@ -172,11 +174,12 @@ func buildSnapshot(in buildInput) *Snapshot {
 	}
 	for _, cb := range cfg.Backends {
 		pool, source := resolveBackendPool(cb, in.overrides)
+		rt := in.backends[cb.ID]
 		m := &member{
-			b:        in.backends[cb.ID],
-			slot:     in.backends[cb.ID].slot,
+			b:        rt,
+			slot:     rt.slot,
 			cfg:      cb,
-			capacity: int64(cb.Capacity),
+			capacity: s.decide(cb, rt.load.Load(), in.now).Capacity,
 			pool:     pool,
 			source:   source,
 		}

@@ -29,9 +29,21 @@ type BackendState struct {
 	Ignored    []string `json:"ignored_services,omitempty"`
 	Capacity   int      `json:"capacity"`
 	InFlight   int64    `json:"in_flight"`
-	Ejected    bool     `json:"ejected"`
-	Warned     bool     `json:"warned"`
-	LastCheck  string   `json:"last_check"`
+	// Limit is what this instance may have in flight on the backend now: its share of the
+	// capacity for the fleet, slow start applied.
+	Limit int64 `json:"limit"`
+	// Load is the backend's fresh load report; nil when it has none (or it is too old).
+	Load      *LoadState `json:"load"`
+	Ejected   bool       `json:"ejected"`
+	Warned    bool       `json:"warned"`
+	LastCheck string     `json:"last_check"`
+}
+
+// LoadState is a backend's load report in State.
+type LoadState struct {
+	InFlight int64 `json:"in_flight"` // the backend's own count, from every balancer and client
+	Capacity int64 `json:"capacity"`  // 0 when it reported none
+	AgeMs    int64 `json:"age_ms"`    // how long ago the answer that carried it arrived
 }
 
 // AppState is one app in State.
@@ -75,7 +87,10 @@ func (b *Balancer) State() State {
 			ID: m.cfg.ID, Address: m.cfg.Address, Pool: m.pool, PoolSource: m.source,
 			Ready: h.Ready, Reason: h.Reason, Reports: h.Reports, Ignored: h.Ignored,
 			Capacity: int(m.capacity), InFlight: m.b.InFlight(), Ejected: m.b.Ejected(),
-			Warned: m.b.warned.Load(),
+			Warned: m.b.warned.Load(), Limit: s.limit(m, h, now),
+		}
+		if l := m.b.Load(); h.Ready && l != nil && !reportStale(l.At, now, s.cfg.Poll.Interval) {
+			bs.Load = &LoadState{InFlight: l.InFlight, Capacity: l.Capacity, AgeMs: max(now.Sub(l.At).Milliseconds(), 0)}
 		}
 		if bs.Reports == nil {
 			bs.Reports = []Report{}

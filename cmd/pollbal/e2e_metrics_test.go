@@ -22,6 +22,8 @@ var specMetrics = []string{
 	"pollbal_client_connections", "pollbal_accept_errors_total", "pollbal_client_timeouts_total",
 	"pollbal_client_connections_refused_total",
 	"pollbal_config_reloads_rejected_total",
+	// SPEC §9.1
+	"pollbal_backend_limit",
 }
 
 // TestEndToEndMetrics scrapes the real binary's /metrics after traffic that exercises every

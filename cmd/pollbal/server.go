@@ -238,7 +238,12 @@ func (k sink) Observe(r poller.Result) {
 			reports[i] = balancer.Report{Service: rep.Service, Status: string(rep.Status), Version: rep.Version}
 		}
 	}
-	k.bal.Observe(balancer.Observation{ID: r.ID, Address: r.Address, Ready: r.Ready, Reason: r.Reason, Reports: reports, Checked: r.Checked})
+	var load *balancer.Load
+	if r.Load != nil {
+		load = &balancer.Load{InFlight: r.Load.InFlight, Capacity: r.Load.Capacity, At: r.Load.At}
+	}
+	k.bal.Observe(balancer.Observation{ID: r.ID, Address: r.Address, Ready: r.Ready, Reason: r.Reason, Reports: reports,
+		Checked: r.Checked, Load: load})
 }
 
 func (k sink) RoundDone(time.Time) {
