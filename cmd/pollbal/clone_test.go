@@ -151,5 +151,23 @@ func TestFreshClone(t *testing.T) {
 	if strings.Contains(string(out), "pollbal dev") {
 		t.Errorf("make build did not stamp the version: %q", out)
 	}
+	// The other commands the README and bench/README.md show that need neither network nor
+	// root: their help, from the clone.
+	for _, tc := range []struct {
+		cmd  []string
+		want string
+	}{
+		{cmd: []string{"bin/pollbal", "-h"}, want: "pollbal check -config FILE [-skip-files]"},
+		{cmd: []string{"bin/example-backend", "-h"}, want: "usage: example-backend"},
+		{cmd: []string{"bench/run.sh", "--help"}, want: "PROXY_CMD"},
+		{cmd: []string{"scripts/pollbal-update.sh", "--help"}, want: "Usage: pollbal-update.sh"},
+	} {
+		cmd := exec.Command(filepath.Join(dir, tc.cmd[0]), tc.cmd[1:]...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s in a fresh clone: %v\n%s", strings.Join(tc.cmd, " "), err, out)
+		}
+	}
 	checkShipped(t, dir)
 }
