@@ -24,6 +24,13 @@
 //   - Every other path answers 200 "<id>\n" with X-Backend-Id: <id> after -delay; only these
 //     requests and /hold count in in_flight, peak_in_flight and requests.
 //
+// -capacity N (> 0) makes it a backend that shares its capacity with every balancer in front
+// of it (examples/poolload): a client request (any path but /pool, /pool_warning and
+// /_backend/*) past N in progress at once is refused with 503, X-Pool-Full and Retry-After
+// before any work, and GET /pool answers carry X-Pool-Load: <in_flight>/N (not with
+// -no-load-report). /_backend/stats then shows capacity, load_in_flight, load_peak (the most
+// client requests ever in progress at once) and refused.
+//
 // -id defaults to the bound listen address.
 //
 // It prints "listening <addr>" on stdout once the listener is bound (so -listen 127.0.0.1:0

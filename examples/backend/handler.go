@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"pollbal/examples/poolload"
 )
 
 // maxWarningBody bounds the /pool_warning body read into memory.
@@ -23,8 +25,12 @@ type handlerOptions struct {
 	LockFile string
 	Secret   []byte // nil: /pool_warning is not authenticated
 	Delay    time.Duration
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Capacity > 0: client requests past this many at once are refused with 503 and
+	// X-Pool-Full, and /pool answers carry X-Pool-Load (unless NoLoadReport).
+	Capacity     int
+	NoLoadReport bool
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // handler serves the example backend. It is safe for concurrent use and must not be copied.
@@ -35,8 +41,10 @@ type handler struct {
 	peak     atomic.Int64
 	requests atomic.Int64
 	warnings atomic.Int64
-	streams  streams // the streaming endpoints' counters (streaming.go)
-	holds    holds   // GET /hold requests waiting for POST /_backend/release (hold.go)
+	streams  streams           // the streaming endpoints' counters (streaming.go)
+	load     *poolload.Limiter // every client request, counted and limited to Capacity
+	client   http.Handler      // the client paths behind load
+	holds    holds             // GET /hold requests waiting for POST /_backend/release (hold.go)
 
 	mu          sync.Mutex
 	lastWarning string
@@ -49,7 +57,9 @@ func newHandler(o handlerOptions) *handler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &handler{o: o}
+	h := &handler{o: o, load: poolload.New(o.Capacity)}
+	h.client = h.load.Limit(http.HandlerFunc(h.serveClient))
+	return h
 }
 
 // stats is the JSON answer of GET /_backend/stats.
@@ -60,6 +70,13 @@ type stats struct {
 	Requests     int64  `json:"requests"`
 	Warnings     int64  `json:"warnings"`
 	LastWarning  string `json:"last_warning"`
+	// Every client request (all paths but /pool, /pool_warning and /_backend/*), as the
+	// capacity limit counts them: capacity (0 = none), in progress now, the most ever at
+	// once, and how many were refused with 503 + X-Pool-Full.
+	Capacity     int64 `json:"capacity"`
+	LoadInFlight int64 `json:"load_in_flight"`
+	LoadPeak     int64 `json:"load_peak"`
+	Refused      int64 `json:"refused"`
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -70,12 +87,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveWarning(w, r)
 	case "/_backend/stats":
 		h.serveStats(w)
-	case "/blob", "/upload", "/switch", "/_backend/streams":
+	case "/_backend/streams":
+		h.serveStreaming(w, r)
+	case "/_backend/release":
+		h.serveRelease(w, r)
+	default:
+		h.client.ServeHTTP(w, r)
+	}
+}
+
+// serveClient serves client traffic, once the capacity limit let it in.
+func (h *handler) serveClient(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/blob", "/upload", "/switch":
 		h.serveStreaming(w, r)
 	case "/hold":
 		h.serveHold(w, r)
-	case "/_backend/release":
-		h.serveRelease(w, r)
 	default:
 		h.serveOther(w, r)
 	}
@@ -104,6 +131,9 @@ func (h *handler) servePool(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Backend-Id", h.o.ID)
+	if h.o.Capacity > 0 && !h.o.NoLoadReport {
+		w.Header().Set(poolload.HeaderLoad, h.load.Value())
+	}
 	_, _ = w.Write(body)
 }
 
@@ -152,6 +182,10 @@ func (h *handler) serveStats(w http.ResponseWriter) {
 		Requests:     h.requests.Load(),
 		Warnings:     h.warnings.Load(),
 		LastWarning:  last,
+		Capacity:     h.load.Capacity(),
+		LoadInFlight: h.load.InFlight(),
+		LoadPeak:     h.load.Peak(),
+		Refused:      h.load.Refused(),
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -35,8 +35,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	lockFile := fs.String("lock-file", "", "file touched by POST /pool_warning")
 	secretFile := fs.String("secret-file", "", "when set, POST /pool_warning must carry a valid HMAC signature with this secret")
 	delay := fs.Duration("delay", 0, "delay before answering requests on other paths")
+	capacity := fs.Int("capacity", 0, "> 0: refuse client requests past this many at once (503 + X-Pool-Full) and report X-Pool-Load on /pool")
+	noReport := fs.Bool("no-load-report", false, "with -capacity: enforce it but send no X-Pool-Load (balancers then split the capacity evenly)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: example-backend -listen HOST:PORT [-id ID] [-pool-file FILE] [-lock-file FILE] [-secret-file FILE] [-delay D]")
+		fmt.Fprintln(stderr, "usage: example-backend -listen HOST:PORT [-id ID] [-pool-file FILE] [-lock-file FILE] [-secret-file FILE] [-delay D] [-capacity N [-no-load-report]]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -55,6 +57,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *delay < 0 {
 		fmt.Fprintln(stderr, "example-backend: -delay must not be negative")
+		return 2
+	}
+	if *capacity < 0 {
+		fmt.Fprintln(stderr, "example-backend: -capacity must not be negative")
 		return 2
 	}
 	var secret []byte
@@ -78,13 +84,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil)).With("backend", *id)
 	h := newHandler(handlerOptions{
-		ID:       *id,
-		PoolFile: *poolFile,
-		LockFile: *lockFile,
-		Secret:   secret,
-		Delay:    *delay,
-		Logger:   logger,
-		Now:      time.Now,
+		ID:           *id,
+		PoolFile:     *poolFile,
+		LockFile:     *lockFile,
+		Secret:       secret,
+		Delay:        *delay,
+		Capacity:     *capacity,
+		NoLoadReport: *noReport,
+		Logger:       logger,
+		Now:          time.Now,
 	})
 
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
