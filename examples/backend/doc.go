@@ -10,6 +10,8 @@
 //     X-Pollbal-Signature (sha256=<hex HMAC-SHA256(secret, timestamp+"\n"+body)>); a request
 //     that fails the check answers 401 and does not touch the lock.
 //   - GET /_backend/stats answers JSON counters (not counted itself).
+//   - /_backend/headers answers JSON of the request as it arrived: method, target, Host, the
+//     peer's address and every header line (not counted): what a proxy added, replaced or dropped.
 //   - GET /blob?size=N streams N bytes generated chunk by chunk (never held whole), with
 //     Content-Length unless chunked=1; chunk=C sets the piece size, delay=D pauses before each
 //     piece after the first (each piece is then flushed), hold=D pauses before the headers.

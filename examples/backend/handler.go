@@ -87,6 +87,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveWarning(w, r)
 	case "/_backend/stats":
 		h.serveStats(w)
+	case "/_backend/headers":
+		h.serveHeaders(w, r)
 	case "/_backend/streams":
 		h.serveStreaming(w, r)
 	case "/_backend/release":
