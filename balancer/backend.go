@@ -3,6 +3,8 @@ package balancer
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Report is one service line of a backend's last good /pool answer.
@@ -42,6 +44,7 @@ type Backend struct {
 	slot       *slot
 	limit      atomic.Int64         // what this instance may have in flight on it, before slow start (fleet.go)
 	load       atomic.Pointer[Load] // its last good answer's load report; nil when it had none
+	full       prometheus.Counter   // pollbal_backend_full_total{backend}: refusals with X-Pool-Full
 	failStreak atomic.Int64
 	ejected    atomic.Bool
 	warned     atomic.Bool

@@ -137,10 +137,12 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 			continue
 		}
 		next[cb.ID] = newBackend(cb.ID, cb.Address, b.slots[cb.Address])
+		next[cb.ID].full = b.metrics.full.WithLabelValues(cb.ID)
 	}
 	for id := range b.backends {
 		if next[id] == nil {
 			b.metrics.ignored.DeleteLabelValues(id)
+			b.metrics.full.DeleteLabelValues(id)
 		}
 	}
 	b.backends = next

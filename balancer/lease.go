@@ -58,6 +58,12 @@ func (l Lease) Succeeded() {
 	}
 }
 
+// Full records that the backend refused the request as full (503 with X-Pool-Full) before
+// doing any work: counted, but not a failed forward, so it never leads to an ejection.
+func (l Lease) Full() {
+	l.Backend.full.Inc()
+}
+
 // Failed records a forward that could not reach the backend; eject_after consecutive failures
 // take it out of scheduling until its next good check.
 func (l Lease) Failed() {

@@ -22,6 +22,7 @@ type metrics struct {
 	exhausted *prometheus.CounterVec
 	fallback  *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
+	full      *prometheus.CounterVec
 
 	ready, inFlight, limit, serving, leaving *prometheus.Desc
 }
@@ -41,13 +42,17 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 			Name: "pollbal_reports_ignored_total",
 			Help: "/pool answer lines dropped because they name a service the configuration does not declare.",
 		}, []string{"backend"}),
+		full: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pollbal_backend_full_total",
+			Help: "Requests the backend refused as full (503 with X-Pool-Full) before doing any work; each went on to the next candidate.",
+		}, []string{"backend"}),
 		ready:    prometheus.NewDesc("pollbal_backend_ready", "1 when the backend's last checks make it ready, else 0.", []string{"backend", "pool"}, nil),
 		inFlight: prometheus.NewDesc("pollbal_backend_in_flight", "Requests this instance has in flight on the backend (leases held).", []string{"backend"}, nil),
 		limit:    prometheus.NewDesc("pollbal_backend_limit", "Requests this instance may have in flight on the backend now: its share of the capacity for the fleet (fleet.instances, load reports), slow start applied.", []string{"backend"}, nil),
 		serving:  prometheus.NewDesc("pollbal_group_serving", "Ready backends reporting serving in the warning group.", []string{"pool", "service", "version"}, nil),
 		leaving:  prometheus.NewDesc("pollbal_group_leaving", "Ready backends reporting leaving in the warning group.", []string{"pool", "service", "version"}, nil),
 	}
-	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m.ignored, m} {
+	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m.ignored, m.full, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register balancer metrics: %w", err)
 		}

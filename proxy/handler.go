@@ -70,15 +70,29 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		failed outcome
 		last   *balancer.Backend
 		pool   string
+		full   int
 	)
 	began := start
 	for attempt := 0; attempt <= pc.Retries; attempt++ {
-		if attempt > 0 {
+		if attempt > 0 || full > 0 {
 			began = p.clock.now()
 		}
 		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up)
 		switch o {
 		case outcomeOK:
+			return
+		case outcomeFull:
+			// Nothing was processed: the next candidate at once, for any method, without
+			// using a retry; a streamed body cannot be sent again.
+			if full++; up == nil && full < maxFullRefusals {
+				attempt--
+				continue
+			}
+			if last == nil {
+				answerExhausted(ctx, app)
+			} else {
+				answerFailure(ctx, failed, app, last, pool)
+			}
 			return
 		case outcomeClientGone:
 			answerClientGone(ctx, up)
@@ -102,6 +116,9 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	}
 	answerFailure(ctx, failed, app, last, pool)
 }
+
+// maxFullRefusals bounds the candidates one request tries after refusals as full.
+const maxFullRefusals = 8
 
 // attempt leases one candidate not yet tried and forwards the request to it. The lease is
 // released when attempt returns, whatever happened (a panic included), unless the response is
@@ -146,6 +163,10 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	}
 	if (o == outcomeConnFailed || o == outcomeBadResponse) && p.watch.timedOut(began, timeout) {
 		o = outcomeTimeout
+	}
+	if o == outcomeOK && !streamed && refusedAsFull(&ctx.Response) {
+		lease.Full()
+		return outcomeFull, lease.Backend, lease.Pool
 	}
 	if o == outcomeOK {
 		lease.Succeeded()

@@ -147,6 +147,7 @@ func rawBackendAddr(t testing.TB, reply string) (addr string, hits *atomic.Int64
 type env struct {
 	t      testing.TB
 	bal    *balancer.Balancer
+	balReg *prometheus.Registry // the balancer's metrics
 	p      *Proxy
 	ln     *fasthttputil.InmemoryListener
 	client *fasthttp.HostClient
@@ -155,7 +156,8 @@ type env struct {
 
 func newEnv(t testing.TB, cfg *configs.Config, ready ...string) *env {
 	t.Helper()
-	bal, err := balancer.New(balancer.Options{Config: cfg, Registerer: prometheus.NewRegistry()})
+	balReg := prometheus.NewRegistry()
+	bal, err := balancer.New(balancer.Options{Config: cfg, Registerer: balReg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ func newEnv(t testing.TB, cfg *configs.Config, ready ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, bal: bal, p: p, ln: fasthttputil.NewInmemoryListener(), served: make(chan error, 1)}
+	e := &env{t: t, bal: bal, balReg: balReg, p: p, ln: fasthttputil.NewInmemoryListener(), served: make(chan error, 1)}
 	e.client = e.newClient()
 	go func() { e.served <- p.Serve(e.ln) }()
 	t.Cleanup(func() {

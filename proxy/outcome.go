@@ -23,7 +23,16 @@ const (
 	outcomeBadResponse                 // the backend answered something that is not a usable response
 	outcomeClientGone                  // the client went away, or failed while sending its body
 	outcomeBodyTooLarge                // a streamed request body grew over proxy.max_request_body
+	outcomeFull                        // the backend refused it as full (503 + X-Pool-Full) before doing any work
 )
+
+// headerFull marks a backend's 503 that refused a request before doing any work.
+const headerFull = "X-Pool-Full"
+
+// refusedAsFull reports whether a backend's response is a refusal as full: 503 with X-Pool-Full.
+func refusedAsFull(resp *fasthttp.Response) bool {
+	return resp.StatusCode() == fasthttp.StatusServiceUnavailable && resp.Header.Peek(headerFull) != nil
+}
 
 // classify maps the error of a round trip to an outcome.
 func classify(err error) outcome {
