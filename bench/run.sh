@@ -381,11 +381,11 @@ measure() { # measure ROUND TARGET
   local r=$1 t=$2 out="$RUN/wrk-r$1-$2.txt"
   local c1 c2 c1b c2b px0 px1 be0 be1 s0 s1 w0 w1
   c1=$(be_count "${BE_PORTS[0]}"); c2=$(be_count "${BE_PORTS[1]}")
-  px0=$(cpu_ticks ${PID_OF[$t]}); be0=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
+  px0=$(cpu_ticks "${PID_OF[$t]}"); be0=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
   s0=$(sys_cpu); w0=$EPOCHREALTIME
   run_wrk "$t" "$DURATION" "$out"
   w1=$EPOCHREALTIME; s1=$(sys_cpu)
-  px1=$(cpu_ticks ${PID_OF[$t]}); be1=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
+  px1=$(cpu_ticks "${PID_OF[$t]}"); be1=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
   c1b=$(be_count "${BE_PORTS[0]}"); c2b=$(be_count "${BE_PORTS[1]}")
   local rps p50 p99 errs nreq
   rps=$(awk '/^Requests\/sec:/{print $2}' "$out"); rps=${rps:-0}
