@@ -27,6 +27,12 @@ test:
 	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/ ./balancer/
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  echo "NOTE: the status-page browser test was SKIPPED: no chromium installed (apt-get install -y chromium)"
+	@command -v promtool >/dev/null 2>&1 || \
+	  echo "NOTE: the alerting-rules test was SKIPPED: no promtool installed (apt-get install -y prometheus)"
+	@command -v systemd-analyze >/dev/null 2>&1 || \
+	  echo "NOTE: the systemd unit test was SKIPPED: no systemd-analyze installed (apt-get install -y systemd)"
+	@command -v shellcheck >/dev/null 2>&1 || \
+	  echo "NOTE: the shellcheck tests were SKIPPED: no shellcheck installed (apt-get install -y shellcheck)"
 
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)
