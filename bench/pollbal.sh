@@ -8,7 +8,7 @@ set -euo pipefail
 listen=${BENCH_LISTEN:?run me from bench/run.sh (BENCH_LISTEN unset)}
 backends=${BENCH_BACKENDS:?BENCH_BACKENDS unset}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-dir=$(mktemp -d /tmp/pollbal-bench.XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/pollbal-bench.XXXXXX")
 bin=${POLLBAL_BIN:-}
 if [[ -z $bin ]]; then
   (cd "$repo" && go build -o "$dir/pollbal" ./cmd/pollbal)

@@ -81,3 +81,36 @@ func TestHarnessIsSelfContained(t *testing.T) {
 		t.Error("Makefile's bench-harness target does not run bench/run.sh")
 	}
 }
+
+// TestPollbalConfigPassesCheck runs bench/pollbal.sh with a stand-in binary that checks the
+// configuration it is given with the real `pollbal check` instead of serving, so the harness's
+// pollbal target keeps up with the configuration schema.
+func TestPollbalConfigPassesCheck(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "pollbal")
+	if out, err := exec.Command("go", "build", "-o", real, "../cmd/pollbal").CombinedOutput(); err != nil {
+		t.Fatalf("build pollbal: %v\n%s", err, out)
+	}
+	stub := filepath.Join(dir, "stub")
+	// pollbal.sh execs "$POLLBAL_BIN run -config FILE".
+	if err := os.WriteFile(stub, []byte("#!/bin/sh\n[ \"$1\" = run ] && [ \"$2\" = -config ] || exit 9\nexec "+real+" check -config \"$3\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		extra string
+	}{
+		{name: "defaults"},
+		{name: "with POLLBAL_EXTRA", extra: "  slow_start: 0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("./pollbal.sh")
+			cmd.Env = append(os.Environ(), "BENCH_LISTEN=127.0.0.1:18099", "BENCH_BACKENDS=127.0.0.1:18081,127.0.0.1:18082",
+				"POLLBAL_BIN="+stub, "POLLBAL_EXTRA="+tc.extra, "TMPDIR="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != "ok" {
+				t.Fatalf("pollbal.sh's configuration does not pass pollbal check: %v\n%s", err, out)
+			}
+		})
+	}
+}
