@@ -62,6 +62,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	if !ok {
 		return
 	}
+	http10 := !ctx.Request.Header.IsHTTP11() // prepareRequest makes the request HTTP/1.1
 	prepareRequest(ctx, p.trust.get(snap.Config()))
 	idem := idempotent(ctx.Request.Header.Method())
 
@@ -80,6 +81,9 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up)
 		switch o {
 		case outcomeOK:
+			if http10 && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0 {
+				relayUntilClose(ctx)
+			}
 			return
 		case outcomeFull:
 			// Nothing was processed: the next candidate at once, for any method, without

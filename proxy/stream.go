@@ -3,7 +3,10 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net"
 	"sync"
+
+	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
 )
@@ -73,6 +76,9 @@ type responseBody struct {
 	chunk bool      // src is bc.chunks' decoder
 	done  bool      // the body was read to its end
 	open  bool
+	// detached makes Close do nothing while fasthttp's response lets go of the stream, which
+	// is then relayed on the hijacked connection (relayUntilClose).
+	detached bool
 }
 
 func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, lease balancer.Lease, src io.Reader, length int64, keep, chunked bool) {
@@ -125,7 +131,7 @@ func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
 
 // Close ends the forward; only the first call does anything.
 func (b *responseBody) Close() error {
-	if !b.open {
+	if !b.open || b.detached {
 		return nil
 	}
 	b.open = false
@@ -202,4 +208,32 @@ func (u *uploadBody) WriteTo(w io.Writer) (int64, error) {
 		return n, werr
 	}
 	return n, rerr
+}
+
+// relayUntilClose sends a streamed response of unknown length to an HTTP/1.0 client, which
+// cannot read the chunked coding fasthttp would use: without a length, ended by closing the
+// connection. The stream leaves ctx.Response (without being closed) for a hijack handler that
+// writes the header and then the body straight to the client connection, and closes the
+// stream, ending the forward, when done.
+func relayUntilClose(ctx *fasthttp.RequestCtx) {
+	b, ok := ctx.Response.BodyStream().(*responseBody)
+	if !ok {
+		return
+	}
+	b.detached = true
+	ctx.Response.ResetBody()
+	b.detached = false
+	h := &ctx.Response.Header
+	h.Del(fasthttp.HeaderTransferEncoding)
+	h.SetContentLength(-2) // no length: the body ends when the connection does
+	h.SetConnectionClose()
+	head := append([]byte(nil), h.Header()...)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		defer func() { _ = b.Close() }()
+		if _, err := c.Write(head); err != nil {
+			return
+		}
+		_, _ = b.WriteTo(c)
+	})
 }

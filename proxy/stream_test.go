@@ -450,3 +450,42 @@ func TestClientCheckIgnoresLiveClients(t *testing.T) {
 	}
 	t.Logf("backend answered after %v", time.Duration(waited.Load()))
 }
+
+// Regression: a streamed response of unknown length went to an HTTP/1.0 client in chunked
+// coding, which such a client cannot read. It now gets the body unframed, ended by the close
+// of the connection; an HTTP/1.1 client still gets it chunked.
+func TestStreamedResponseToHTTP10Client(t *testing.T) {
+	const size = 200000
+	be := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyStream(&pattern{n: size}, -1) })
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	e := newEnv(t, cfg, "b1")
+	want := string(patternBytes(size))
+	for _, tt := range []struct {
+		name, proto string
+		wantChunked bool
+	}{
+		{name: "HTTP/1.0", proto: "HTTP/1.0"},
+		{name: "HTTP/1.1", proto: "HTTP/1.1", wantChunked: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := dialRaw(t, e.ln, nil)
+			if _, err := io.WriteString(rc.c, "GET / "+tt.proto+"\r\nHost: shop.test\r\nConnection: close\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := io.ReadAll(rc.c) // to the close
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, body, _ := strings.Cut(string(raw), "\r\n\r\n")
+			chunked := strings.Contains(strings.ToLower(head), "transfer-encoding: chunked")
+			if chunked != tt.wantChunked || strings.Contains(strings.ToLower(head), "content-length") ||
+				!strings.HasPrefix(head, "HTTP/1.1 200 OK\r\n") || !strings.Contains(head, "X-Pollbal-Backend: b1") {
+				t.Fatalf("header %q: want chunked %v, no length", head, tt.wantChunked)
+			}
+			if !tt.wantChunked && body != want {
+				t.Fatalf("body of %d bytes, want the %d sent", len(body), size)
+			}
+			e.waitIdle()
+		})
+	}
+}
