@@ -20,6 +20,7 @@ type Config struct {
 	Backends []Backend          `yaml:"backends"`
 	Alarms   Alarms             `yaml:"alarms"`
 	Fleet    Fleet              `yaml:"fleet"`
+	TLS      TLS                `yaml:"tls"`
 }
 
 // Admin configures the admin listener (status page, state API, metrics, admin API).
@@ -118,6 +119,28 @@ type Fleet struct {
 	// load sends it at most ceil(capacity / Instances) requests at once.
 	Instances int `yaml:"instances"`
 }
+
+// TLS configures the TLS listener. It is off while Listen is empty.
+type TLS struct {
+	// Listen is the address of the TLS listener; "" disables it.
+	Listen string `yaml:"listen"`
+	// Certificates are the served certificates: SNI picks among them, the first is the default.
+	Certificates []Certificate `yaml:"certificates"`
+	// MinVersion is the lowest TLS version accepted: "1.2" or "1.3".
+	MinVersion string `yaml:"min_version"`
+}
+
+// Certificate is one certificate (with its chain) and its private key, both PEM files.
+type Certificate struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// TLS versions for TLS.MinVersion.
+const (
+	TLSVersion12 = "1.2"
+	TLSVersion13 = "1.3"
+)
 
 // Reserved node pool names (SPEC §3).
 const (

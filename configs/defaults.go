@@ -27,6 +27,7 @@ const (
 	defaultDedupWindow    = 5 * time.Minute
 	defaultWarningScope   = ScopeVersion
 	defaultFleetInstances = 1
+	defaultTLSMinVersion  = TLSVersion12
 
 	// DefaultCapacity is a backend's capacity when the YAML does not set one.
 	DefaultCapacity = 100
@@ -64,5 +65,6 @@ func Default() *Config {
 		},
 		Alarms: Alarms{DedupWindow: defaultDedupWindow},
 		Fleet:  Fleet{Instances: defaultFleetInstances},
+		TLS:    TLS{MinVersion: defaultTLSMinVersion},
 	}
 }

@@ -129,6 +129,12 @@ alarms:
   dedup_window: 10m
 fleet:
   instances: 3
+tls:
+  listen: 127.0.0.1:8443
+  certificates:
+    - cert_file: /etc/pollbal/a.crt
+      key_file: /etc/pollbal/a.key
+  min_version: 1.3
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +160,8 @@ fleet:
 		Backends: []Backend{{ID: "web-1", Address: "127.0.0.1:9001", Capacity: 64, Pool: "canary", Owner: "acme"}},
 		Alarms:   Alarms{Webhook: "https://alarms.example.com/hook", DedupWindow: 10 * time.Minute},
 		Fleet:    Fleet{Instances: 3},
+		TLS: TLS{Listen: "127.0.0.1:8443", MinVersion: TLSVersion13,
+			Certificates: []Certificate{{CertFile: "/etc/pollbal/a.crt", KeyFile: "/etc/pollbal/a.key"}}},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse:\n got  %+v\n want %+v", c, want)
@@ -175,7 +183,7 @@ func TestParseExplicitZeroIsKept(t *testing.T) {
 		{name: "warning timeout 0s", doc: yamlWith("warning:\n  timeout: 0s\n"), want: []string{"warning.timeout: must be > 0 (got 0s) (line 15)"}},
 		{name: "max_request_body 0", doc: yamlWith("proxy:\n  max_request_body: 0\n"), want: []string{"proxy.max_request_body: must be >= 1 (got 0) (line 15)"}},
 		{name: "dedup_window 0s", doc: yamlWith("alarms:\n  dedup_window: 0s\n"), want: []string{"alarms.dedup_window: must be > 0 (got 0s) (line 15)"}},
-		{name: "empty listen", doc: yamlWith("listen: \"\"\n"), want: []string{"listen: required (line 14)"}},
+		{name: "empty listen", doc: yamlWith("listen: \"\"\n"), want: []string{"listen: required (it may be empty only when tls.listen is set) (line 14)"}},
 		{name: "empty admin listen", doc: yamlWith("admin:\n  listen: ''\n"), want: []string{"admin.listen: required (line 15)"}},
 		{name: "empty tie_break", doc: yamlWith("proxy:\n  tie_break: \"\"\n"), want: []string{`proxy.tie_break: must be "rotate" or "id" (got "") (line 15)`}},
 		{name: "empty warning_scope", doc: []byte("site: test\nservices:\n  web:\n    warning_scope: \"\"\n"),

@@ -40,6 +40,7 @@ type (
 		Backends []rawBackend          `yaml:"backends"`
 		Alarms   rawAlarms             `yaml:"alarms"`
 		Fleet    rawFleet              `yaml:"fleet"`
+		TLS      rawTLS                `yaml:"tls"`
 	}
 	rawAdmin struct {
 		Listen    field `yaml:"listen"`
@@ -92,6 +93,15 @@ type (
 		Capacity field `yaml:"capacity"`
 		Pool     field `yaml:"pool"`
 		Owner    field `yaml:"owner"`
+	}
+	rawTLS struct {
+		Listen       field            `yaml:"listen"`
+		Certificates []rawCertificate `yaml:"certificates"`
+		MinVersion   field            `yaml:"min_version"`
+	}
+	rawCertificate struct {
+		CertFile field `yaml:"cert_file"`
+		KeyFile  field `yaml:"key_file"`
 	}
 	rawFleet struct {
 		Instances field `yaml:"instances"`
@@ -225,6 +235,16 @@ func (r *rawConfig) config(p *problemList) *Config {
 	cv.str(r.Alarms.Webhook, "alarms.webhook", &c.Alarms.Webhook)
 	cv.duration(r.Alarms.DedupWindow, "alarms.dedup_window", &c.Alarms.DedupWindow)
 	cv.integer(r.Fleet.Instances, "fleet.instances", &c.Fleet.Instances)
+
+	cv.str(r.TLS.Listen, "tls.listen", &c.TLS.Listen)
+	cv.str(r.TLS.MinVersion, "tls.min_version", &c.TLS.MinVersion)
+	for i, rc := range r.TLS.Certificates {
+		path := fmt.Sprintf("tls.certificates[%d]", i)
+		var cert Certificate
+		cv.str(rc.CertFile, path+".cert_file", &cert.CertFile)
+		cv.str(rc.KeyFile, path+".key_file", &cert.KeyFile)
+		c.TLS.Certificates = append(c.TLS.Certificates, cert)
+	}
 
 	if r.Services != nil {
 		c.Services = make(map[string]Service, len(r.Services))

@@ -31,9 +31,18 @@ func (c *Config) validateTop(p *problemList) {
 	case !tokenRe.MatchString(c.Site):
 		p.add("site", "%q must match %s", c.Site, tokenGrammar)
 	}
-	listenErr := checkAddress(c.Listen, true)
-	if listenErr != nil {
+	var listenErr error
+	switch {
+	case c.Listen == "" && c.TLS.Listen != "":
+		// TLS only: no plain listener.
+		listenErr = errNoListener
+	case c.Listen == "":
+		listenErr = errors.New("required (it may be empty only when tls.listen is set)")
 		p.wrap("listen", listenErr)
+	default:
+		if listenErr = checkAddress(c.Listen, true); listenErr != nil {
+			p.wrap("listen", listenErr)
+		}
 	}
 	adminErr := checkAddress(c.Admin.Listen, true)
 	if adminErr != nil {
@@ -42,6 +51,7 @@ func (c *Config) validateTop(p *problemList) {
 	if listenErr == nil && adminErr == nil && sameListener(c.Listen, c.Admin.Listen) {
 		p.add("admin.listen", "must differ from listen (%s)", c.Listen)
 	}
+	c.validateTLS(p, listenErr, adminErr)
 
 	positive(p, "poll.interval", c.Poll.Interval)
 	positive(p, "poll.timeout", c.Poll.Timeout)
@@ -82,6 +92,48 @@ func (c *Config) validateTop(p *problemList) {
 	}
 	positive(p, "alarms.dedup_window", c.Alarms.DedupWindow)
 	atLeast(p, "fleet.instances", c.Fleet.Instances, 1)
+}
+
+// errNoListener marks an empty listen (plain HTTP off) for the checks that compare addresses.
+var errNoListener = errors.New("no plain listener")
+
+// validateTLS checks the tls section: off (no listen) it must hold no certificates; on, its
+// address must be valid and differ from the other listeners, and it needs at least one
+// certificate, each naming both files. Whether the files exist and match is checked where
+// they are read (pollbal check, start and reload), not here.
+func (c *Config) validateTLS(p *problemList, listenErr, adminErr error) {
+	t := &c.TLS
+	if t.MinVersion != TLSVersion12 && t.MinVersion != TLSVersion13 {
+		p.add("tls.min_version", "must be %q or %q (got %q)", TLSVersion12, TLSVersion13, t.MinVersion)
+	}
+	if t.Listen == "" {
+		if len(t.Certificates) > 0 {
+			p.add("tls.listen", "required when tls.certificates are set (or remove them)")
+		}
+		return
+	}
+	if err := checkAddress(t.Listen, true); err != nil {
+		p.wrap("tls.listen", err)
+	} else {
+		if listenErr == nil && sameListener(t.Listen, c.Listen) {
+			p.add("tls.listen", "must differ from listen (%s)", c.Listen)
+		}
+		if adminErr == nil && sameListener(t.Listen, c.Admin.Listen) {
+			p.add("tls.listen", "must differ from admin.listen (%s)", c.Admin.Listen)
+		}
+	}
+	if len(t.Certificates) == 0 {
+		p.add("tls.certificates", "at least one certificate required when tls.listen is set")
+	}
+	for i, cert := range t.Certificates {
+		path := fmt.Sprintf("tls.certificates[%d]", i)
+		if cert.CertFile == "" {
+			p.add(path+".cert_file", "required")
+		}
+		if cert.KeyFile == "" {
+			p.add(path+".key_file", "required")
+		}
+	}
 }
 
 func positive(p *problemList, path string, d time.Duration) {

@@ -20,7 +20,7 @@ func TestValidateRules(t *testing.T) {
 		{name: "site leading dot", mutate: func(c *Config) { c.Site = ".eu" },
 			want: []string{`site: ".eu" must match [A-Za-z0-9][A-Za-z0-9_.-]{0,63}`}},
 
-		{name: "listen required", mutate: func(c *Config) { c.Listen = "" }, want: []string{"listen: required"}},
+		{name: "listen required", mutate: func(c *Config) { c.Listen = "" }, want: []string{"listen: required (it may be empty only when tls.listen is set)"}},
 		{name: "listen missing port", mutate: func(c *Config) { c.Listen = "127.0.0.1" }, want: []string{"listen: missing port"}},
 		{name: "listen named port", mutate: func(c *Config) { c.Listen = "127.0.0.1:http" },
 			want: []string{`listen: port "http" must be a number from 1 to 65535`}},
@@ -262,8 +262,9 @@ func TestValidateDoesNotPanic(t *testing.T) {
 		{name: "nil config", c: nil, want: []string{"config is nil"}},
 		{name: "zero config", c: &Config{}, want: []string{
 			"site: required",
-			"listen: required",
+			"listen: required (it may be empty only when tls.listen is set)",
 			"admin.listen: required",
+			`tls.min_version: must be "1.2" or "1.3" (got "")`,
 			"poll.interval: must be > 0 (got 0s)",
 			"poll.timeout: must be > 0 (got 0s)",
 			"poll.max_backoff: must be > 0 (got 0s)",

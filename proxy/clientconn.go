@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync/atomic"
@@ -56,6 +57,12 @@ type clientConn struct {
 	matched int
 	closed  atomic.Bool
 
+	// secure is the TLS connection on top of this one (TLS listener), nil for plain HTTP; it is
+	// set before the connection is served. Its request bytes are seen decrypted (tlsConn.Read),
+	// not here. handshook turns true with the first decrypted byte.
+	secure    *tls.Conn
+	handshook atomic.Bool
+
 	// Owned by the scanner, under l.mu.
 	rec record
 	idx int // position in l.conns; -1 once forgotten
@@ -67,7 +74,7 @@ func (c *clientConn) Read(b []byte) (int, error) {
 	c.io.Add(ioStep | ioReading)
 	n, err := c.Conn.Read(b)
 	c.io.Add(ioStep - ioReading)
-	if n > 0 {
+	if n > 0 && c.secure == nil {
 		c.sawBytes(b[:n])
 	}
 	return n, err

@@ -67,7 +67,7 @@ func forwardedHeader(key []byte) forwardedKind {
 // X-Forwarded-Host and X-Forwarded-Proto it sent is dropped: anyone can write them, and a
 // backend that logs or rate-limits by them must see the address pollbal saw. pollbal sets
 // X-Forwarded-For and X-Real-IP to the client IP, X-Forwarded-Host to the Host the client
-// asked for and X-Forwarded-Proto to "http" (pollbal listens on plain HTTP).
+// asked for and X-Forwarded-Proto to "https" for a request that came over TLS, else "http".
 //
 // From a trusted proxy, the client IP is appended to its X-Forwarded-For (every line, in
 // order, joined into one), and the other headers are kept as sent; those it did not send are
@@ -138,6 +138,10 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) {
 		h.AddBytesV(headerForwardedHost, host)
 	}
 	if kept&(1<<fwdProto) == 0 {
-		h.Add(headerForwardedProto, "http")
+		proto := "http"
+		if ctx.IsTLS() {
+			proto = "https"
+		}
+		h.Add(headerForwardedProto, proto)
 	}
 }

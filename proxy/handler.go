@@ -13,7 +13,7 @@ import (
 // balancer snapshot for the whole request. It never keeps ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.now()
-	if c, ok := ctx.Conn().(*clientConn); ok {
+	if c := trackedConn(ctx.Conn()); c != nil {
 		c.handling()
 	}
 	snap := p.bal.Snapshot()

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -35,7 +36,8 @@ func nextAcceptBackoff(prev time.Duration) time.Duration {
 // be copied.
 type listener struct {
 	net.Listener
-	p *Proxy
+	p   *Proxy
+	tls *tls.Config // nil: plain HTTP
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -83,6 +85,9 @@ func (l *listener) Accept() (net.Conn, error) {
 			_ = c.Close()
 			l.p.open.Add(-1)
 			return nil, net.ErrClosed
+		}
+		if l.tls != nil {
+			return serveTLS(cc, l.tls), nil
 		}
 		return cc, nil
 	}

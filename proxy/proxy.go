@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,7 +109,23 @@ func New(o Options) (*Proxy, error) {
 // returned (see listener); it returns nil after Shutdown, and an error when serving fails
 // otherwise.
 func (p *Proxy) Serve(ln net.Listener) error {
+	return p.serve(ln, nil)
+}
+
+// ServeTLS is Serve for a TLS listener: ln accepts TCP connections, and each is served over
+// TLS with conf (HTTP/1.1), under the same connection limit and client timeouts; the handshake
+// counts towards proxy.header_timeout. Requests it serves reach backends with
+// X-Forwarded-Proto: https.
+func (p *Proxy) ServeTLS(ln net.Listener, conf *tls.Config) error {
+	if conf == nil {
+		return errors.New("proxy: ServeTLS without a TLS configuration")
+	}
+	return p.serve(ln, conf)
+}
+
+func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
 	l := newListener(ln, p)
+	l.tls = conf
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
@@ -179,8 +196,8 @@ func (p *Proxy) Reload() {
 
 // connState follows a client connection through fasthttp's states, for the client timeouts.
 func (p *Proxy) connState(nc net.Conn, st fasthttp.ConnState) {
-	c, ok := nc.(*clientConn)
-	if !ok {
+	c := trackedConn(nc)
+	if c == nil {
 		return
 	}
 	switch st {

@@ -145,8 +145,7 @@ func (l *listener) cut(c *clientConn, v verdict) {
 		go func() {
 			// Headers that completed since the scan are a request now: no 408 across its answer.
 			if c.phase.Load()&phaseMask == phaseHeader {
-				_ = c.Conn.SetWriteDeadline(time.Now().Add(headerTimeoutWrite))
-				writeHeaderTimeout(c.Conn)
+				c.write408()
 			}
 			_ = c.Close()
 		}()

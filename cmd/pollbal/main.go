@@ -56,8 +56,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file")
 	skipFiles := fs.Bool("skip-files", false, "do not read the files the configuration names (admin.token_file, admin.state_file,\n"+
-		"warning.secret_file): for checking a configuration away from the host it is written for;\n"+
-		"pollbal run always reads them")
+		"warning.secret_file, the tls.certificates): for checking a configuration away from the host it\n"+
+		"is written for; pollbal run always reads them")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -99,6 +99,11 @@ func checkFiles(cfg *configs.Config) []string {
 	}
 	if _, err := readSecret(cfg.Warning.SecretFile); err != nil {
 		problems = append(problems, err.Error())
+	}
+	if cfg.TLS.Listen != "" {
+		if _, _, err := loadCertificates(cfg); err != nil {
+			problems = append(problems, configs.Problems(err)...)
+		}
 	}
 	return problems
 }

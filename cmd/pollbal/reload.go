@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"pollbal/certs"
 	"pollbal/configs"
 )
 
@@ -31,7 +32,7 @@ func newReloadRejected(reg prometheus.Registerer) *prometheus.CounterVec {
 func (s *server) reload(ctx context.Context, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cfg, secret, err := s.prepareReload(ctx, force)
+	cfg, secret, set, err := s.prepareReload(ctx, force)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Shutting down (SIGHUP) or the caller went away (POST) while the file was being read:
 		// nothing was decided about the file.
@@ -52,6 +53,9 @@ func (s *server) reload(ctx context.Context, force bool) error {
 	s.poll.Update(cfg.Poll, targets(cfg))
 	s.sender.Update(cfg.Warning.Timeout, secret)
 	s.proxy.Reload()
+	if set != nil {
+		s.certs.Swap(set.set, set.minVersion)
+	}
 	s.cfg = cfg
 	s.reloadOK.Set(1)
 	msg := "configuration reloaded"
@@ -63,34 +67,50 @@ func (s *server) reload(ctx context.Context, force bool) error {
 	return nil
 }
 
-// prepareReload reads, validates and checks the new configuration and the files it names; it
-// changes nothing but the admin settings, last, once everything else passed.
-func (s *server) prepareReload(ctx context.Context, force bool) (*configs.Config, []byte, error) {
+// newCerts is what a reload gives the TLS listener.
+type newCerts struct {
+	set        *certs.Set
+	minVersion uint16
+}
+
+// prepareReload reads, validates and checks the new configuration and the files it names
+// (certificates included: one that cannot be read, does not match its key or has expired
+// rejects the reload as config_invalid); it changes nothing but the admin settings, last, once
+// everything else passed.
+func (s *server) prepareReload(ctx context.Context, force bool) (*configs.Config, []byte, *newCerts, error) {
 	data, err := configs.ReadSettled(ctx, s.path, configs.SettleGap, configs.SettleLimit)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cfg, err := configs.Parse(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load config %s: %w", s.path, err)
+		return nil, nil, nil, fmt.Errorf("load config %s: %w", s.path, err)
 	}
 	if err := s.checkStatic(cfg); err != nil {
-		return nil, nil, configs.Reject(configs.ReasonRestartRequired, err)
+		return nil, nil, nil, configs.Reject(configs.ReasonRestartRequired, err)
 	}
 	if err := configs.Guard(cfg, s.runningAddresses()); err != nil {
 		if !force {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		s.log.Warn("forced reload: applying a configuration the reload guard would reject", "guard", err.Error())
 	}
 	secret, err := readSecret(cfg.Warning.SecretFile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var nc *newCerts
+	if cfg.TLS.Listen != "" {
+		set, minVersion, err := loadCertificates(cfg)
+		if err != nil {
+			return nil, nil, nil, configs.Reject(configs.ReasonInvalid, err)
+		}
+		nc = &newCerts{set: set, minVersion: minVersion}
 	}
 	if err := s.admin.Update(cfg.Admin.TokenFile, cfg.Admin.StateFile); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return cfg, secret, nil
+	return cfg, secret, nc, nil
 }
 
 // runningAddresses lists the addresses of the backends that are ready now.

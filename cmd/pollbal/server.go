@@ -17,6 +17,7 @@ import (
 
 	"pollbal/admin"
 	"pollbal/balancer"
+	"pollbal/certs"
 	"pollbal/configs"
 	"pollbal/poller"
 	"pollbal/proxy"
@@ -41,8 +42,9 @@ type server struct {
 	sender *warning.Sender
 	proxy  *proxy.Proxy
 	admin  *admin.Server
+	certs  *certs.Store // nil without tls.listen
 
-	proxyLn, adminLn net.Listener
+	proxyLn, tlsLn, adminLn net.Listener // proxyLn is nil when listen is "", tlsLn without TLS
 }
 
 func newServer(path string, log *slog.Logger) (*server, error) {
@@ -106,15 +108,69 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	raiseFileLimit(log, filesNeeded(cfg))
-	if s.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+	if cfg.TLS.Listen != "" {
+		set, minVersion, err := loadCertificates(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.certs = certs.NewStore(set, minVersion)
 	}
-	if s.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
-		s.proxyLn.Close()
-		return nil, fmt.Errorf("admin.listen: %w", err)
+	raiseFileLimit(log, filesNeeded(cfg))
+	if err := s.listen(cfg); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// listen opens the listeners of cfg: plain (unless listen is ""), TLS (when tls.listen is set)
+// and admin; on failure none stays open.
+func (s *server) listen(cfg *configs.Config) error {
+	var err error
+	closeAll := func() {
+		for _, ln := range []net.Listener{s.proxyLn, s.tlsLn, s.adminLn} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
+	if cfg.Listen != "" {
+		if s.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	if cfg.TLS.Listen != "" {
+		if s.tlsLn, err = net.Listen("tcp", cfg.TLS.Listen); err != nil {
+			closeAll()
+			return fmt.Errorf("tls.listen: %w", err)
+		}
+	}
+	if s.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+		closeAll()
+		return fmt.Errorf("admin.listen: %w", err)
+	}
+	return nil
+}
+
+// loadCertificates reads and checks the certificates of cfg's TLS listener (every problem at
+// once: configs.Problems lists them).
+func loadCertificates(cfg *configs.Config) (*certs.Set, uint16, error) {
+	minVersion, err := certs.Version(cfg.TLS.MinVersion)
+	if err != nil {
+		return nil, 0, err
+	}
+	set, err := certs.Load(cfg.TLS.Certificates, time.Now())
+	if err != nil {
+		return nil, 0, err
+	}
+	return set, minVersion, nil
+}
+
+// addr is a listener's address for the log, "off" for none.
+func addr(ln net.Listener) string {
+	if ln == nil {
+		return "off"
+	}
+	return ln.Addr().String()
 }
 
 func readSecret(path string) ([]byte, error) {
@@ -141,14 +197,19 @@ func targets(cfg *configs.Config) []poller.Target {
 // in flight, stop polling, wait for warning posts and alarm deliveries, close admin.
 func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	s.log.Info("pollbal started", "version", version, "site", s.cfg.Site,
-		"listen", s.proxyLn.Addr().String(), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends))
+		"listen", addr(s.proxyLn), "tls", addr(s.tlsLn), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends))
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	defer stopPoll()
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = s.poll.Run(pollCtx) }()
-	go func() { errs <- s.proxy.Serve(s.proxyLn) }()
+	if s.proxyLn != nil {
+		go func() { errs <- s.proxy.Serve(s.proxyLn) }()
+	}
+	if s.tlsLn != nil {
+		go func() { errs <- s.proxy.ServeTLS(s.tlsLn, s.certs.ServerConfig()) }()
+	}
 	adminSrv := &http.Server{Handler: s.admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := adminSrv.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
@@ -198,6 +259,9 @@ func (s *server) checkStatic(cfg *configs.Config) error {
 	if cfg.Admin.Listen != s.cfg.Admin.Listen {
 		errs = append(errs, fmt.Errorf("admin.listen: changing %s to %s needs a restart", s.cfg.Admin.Listen, cfg.Admin.Listen))
 	}
+	if cfg.TLS.Listen != s.cfg.TLS.Listen {
+		errs = append(errs, fmt.Errorf("tls.listen: changing %s to %s needs a restart", orOff(s.cfg.TLS.Listen), orOff(cfg.TLS.Listen)))
+	}
 	if cfg.Site != s.cfg.Site {
 		errs = append(errs, fmt.Errorf("site: changing %s to %s needs a restart", s.cfg.Site, cfg.Site))
 	}
@@ -205,6 +269,13 @@ func (s *server) checkStatic(cfg *configs.Config) error {
 		return nil
 	}
 	return errs
+}
+
+func orOff(listen string) string {
+	if listen == "" {
+		return `"" (off)`
+	}
+	return listen
 }
 
 // staticError is the list of restart-only changes of a rejected reload.

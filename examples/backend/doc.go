@@ -24,7 +24,8 @@
 //     POST /_backend/release was called after it arrived: a test decides how long a request
 //     holds its slot. The release answers {"released": N}, the requests it let go.
 //   - Every other path answers 200 "<id>\n" with X-Backend-Id: <id> after -delay; only these
-//     requests and /hold count in in_flight, peak_in_flight and requests.
+//     requests and /hold count in in_flight, peak_in_flight and requests. The answer's
+//     X-Backend-Forwarded-Proto repeats the request's X-Forwarded-Proto.
 //
 // -capacity N (> 0) makes it a backend that shares its capacity with every balancer in front
 // of it (examples/poolload): a client request (any path but /pool, /pool_warning and

@@ -215,6 +215,8 @@ func (h *handler) serveOther(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Backend-Id", h.o.ID)
+	// What the proxy said the client's scheme was, for tests of TLS termination.
+	w.Header().Set("X-Backend-Forwarded-Proto", r.Header.Get("X-Forwarded-Proto"))
 	_, _ = fmt.Fprintf(w, "%s\n", h.o.ID)
 }
 

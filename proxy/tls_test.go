@@ -1,0 +1,186 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/valyala/fasthttp"
+
+	"pollbal/certs"
+	"pollbal/certs/certstest"
+	"pollbal/configs"
+)
+
+// tlsEnv is an env that also serves TLS on a real 127.0.0.1 listener, with a certificate for
+// shop.test.
+type tlsEnv struct {
+	*env
+	addr   string
+	client *tls.Config
+}
+
+func newTLSEnv(t *testing.T, h fasthttp.RequestHandler, tune func(*configs.Proxy)) *tlsEnv {
+	t.Helper()
+	e, _ := limitsEnv(t, h, tune)
+	pair := certstest.Write(t, t.TempDir(), "shop", certstest.Options{}, "shop.test")
+	set, err := certs.Load([]configs.Certificate{{CertFile: pair.CertFile, KeyFile: pair.KeyFile}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// env's cleanup shuts the proxy down, which ends ServeTLS.
+	go func() { _ = e.p.ServeTLS(ln, certs.NewStore(set, tls.VersionTLS12).ServerConfig()) }()
+	return &tlsEnv{env: e, addr: ln.Addr().String(),
+		client: &tls.Config{ServerName: "shop.test", RootCAs: certstest.Pool(pair)}}
+}
+
+// dialTLS opens a TLS connection to the proxy and completes the handshake.
+func (e *tlsEnv) dialTLS(t *testing.T) *rawClient {
+	t.Helper()
+	c, err := tls.Dial("tcp4", e.addr, e.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &rawClient{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+// echoProto answers with the X-Forwarded-Proto the backend received.
+func echoProto(ctx *fasthttp.RequestCtx) {
+	ctx.SetBody(ctx.Request.Header.Peek(headerForwardedProto))
+}
+
+func TestTLSForwardsWithProtoHTTPS(t *testing.T) {
+	e := newTLSEnv(t, echoProto, func(*configs.Proxy) {})
+	rc := e.dialTLS(t)
+	for i, tc := range []struct{ name, req string }{
+		{name: "plain request", req: "GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"},
+		{name: "a client's own X-Forwarded-Proto is replaced", req: "GET / HTTP/1.1\r\nHost: shop.test\r\nX-Forwarded-Proto: http\r\n\r\n"},
+		{name: "keep-alive: third request on the same connection", req: "GET /x HTTP/1.1\r\nHost: shop.test\r\n\r\n"},
+	} {
+		if r := rc.exchange(tc.req); r.code != 200 || r.body != "https" {
+			t.Errorf("%d %s: %v, want 200 https", i, tc.name, r)
+		}
+	}
+	if st := rc.c.(*tls.Conn).ConnectionState(); st.NegotiatedProtocol != "" && st.NegotiatedProtocol != "http/1.1" {
+		t.Errorf("negotiated %q, want HTTP/1.1", st.NegotiatedProtocol)
+	}
+	// The plain listener of the same proxy still says http.
+	if r := rawExchange(t, e.ln, "GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.body != "http" {
+		t.Errorf("plain listener: %v, want http", r)
+	}
+}
+
+// A client offering h2 gets HTTP/1.1: pollbal speaks HTTP/1.1 over TLS.
+func TestTLSOffersOnlyHTTP11(t *testing.T) {
+	e := newTLSEnv(t, echoProto, func(*configs.Proxy) {})
+	conf := e.client.Clone()
+	conf.NextProtos = []string{"h2", "http/1.1"}
+	c, err := tls.Dial("tcp4", e.addr, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+		t.Errorf("negotiated %q, want http/1.1", p)
+	}
+}
+
+// The handshake is part of the header phase: a client that connects and never completes it is
+// cut after header_timeout (with no 408: there is no TLS to write it in).
+func TestTLSHandshakeWithinHeaderTimeout(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	e := newTLSEnv(t, echoProto, func(p *configs.Proxy) { p.HeaderTimeout = limit })
+	c, err := net.Dial("tcp4", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	elapsed, rest := waitClosed(t, c, c)
+	if rest != "" {
+		t.Errorf("got %q, want a silent close", rest)
+	}
+	if elapsed < limit || elapsed > limit+time.Second {
+		t.Errorf("closed after %s, want between %s and %s", elapsed, limit, limit+time.Second)
+	}
+	if n := testutil.ToFloat64(e.p.connMetrics.headerTimeouts); n != 1 {
+		t.Errorf("header timeouts counted %v, want 1", n)
+	}
+}
+
+// After the handshake, late headers get the 408 as on plain HTTP, over TLS.
+func TestTLSHeaderTimeoutAnswers408(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	e := newTLSEnv(t, echoProto, func(p *configs.Proxy) { p.HeaderTimeout = limit })
+	rc := e.dialTLS(t)
+	start := time.Now()
+	if _, err := rc.c.Write([]byte("GET / HTTP/1.1\r\nHost: shop.test\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 408 || resp.Header.Get(headerReason) != reasonRequestTimeout {
+		t.Errorf("answer %d %q, want 408 request_timeout", resp.StatusCode, body)
+	}
+	// The clock runs from the connection's start, handshake included.
+	if elapsed := time.Since(start); elapsed > limit+time.Second {
+		t.Errorf("408 after %s, want within %s", elapsed, limit+time.Second)
+	}
+}
+
+// TLS connections count towards max_connections, and leave the count when they close.
+func TestTLSMaxConnections(t *testing.T) {
+	e := newTLSEnv(t, echoProto, func(p *configs.Proxy) { p.MaxConnections = 2 })
+	req := "GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"
+	first := e.dialTLS(t)
+	if r := first.exchange(req); r.code != 200 {
+		t.Fatalf("first: %v", r)
+	}
+	plain := dialRaw(t, e.ln, nil)
+	if r := plain.exchange(req); r.code != 200 {
+		t.Fatalf("plain: %v", r)
+	}
+	// Over the limit: accepted by the kernel, closed at once by pollbal, so the handshake fails.
+	if c, err := tls.Dial("tcp4", e.addr, e.client); err == nil {
+		c.Close()
+		t.Error("a third connection completed its handshake with max_connections 2")
+	}
+	if n := testutil.ToFloat64(e.p.connMetrics.refused); n != 1 {
+		t.Errorf("refused connections counted %v, want 1", n)
+	}
+	_ = first.c.Close()
+	waitFor(t, "the closed TLS connection to leave the count", func() bool { return e.p.open.Load() == 1 })
+	if r := e.dialTLS(t).exchange(req); r.code != 200 || !strings.Contains(r.body, "https") {
+		t.Errorf("after a connection closed: %v", r)
+	}
+}
+
+// An idle keep-alive TLS connection is closed after idle_timeout.
+func TestTLSIdleTimeout(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	e := newTLSEnv(t, echoProto, func(p *configs.Proxy) { p.IdleTimeout = limit })
+	rc := e.dialTLS(t)
+	if r := rc.exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 {
+		t.Fatalf("request: %v", r)
+	}
+	elapsed, _ := waitClosed(t, rc.c, rc.br)
+	if elapsed < limit || elapsed > limit+time.Second {
+		t.Errorf("idle TLS connection closed after %s, want between %s and %s", elapsed, limit, limit+time.Second)
+	}
+	if n := testutil.ToFloat64(e.p.connMetrics.idleTimeouts); n != 1 {
+		t.Errorf("idle timeouts counted %v, want 1", n)
+	}
+}
