@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"net"
 
 	"github.com/valyala/fasthttp"
 
@@ -90,12 +91,16 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 			if err = ch.ReadBody(bc.br, 0); err != nil {
 				return false, bc.fail(err)
 			}
-			bc.body.start(p, pool, bc, lease, ch.BodyStream(), -1, keep, true)
+			bc.body.start(p, pool, bc, lease, ch.BodyStream(), -1, keep, true, nil)
 		} else {
 			if length < 0 { // until the backend closes: the connection cannot be reused
 				keep = false
 			}
-			bc.body.start(p, pool, bc, lease, bc.br, int64(length), keep, false)
+			var direct net.Conn
+			if length >= 0 {
+				direct = ctx.Conn()
+			}
+			bc.body.start(p, pool, bc, lease, bc.br, int64(length), keep, false, direct)
 		}
 		if length < 0 {
 			length = -1 // chunked to the client

@@ -74,15 +74,18 @@ type responseBody struct {
 	left  int64     // bytes still to come when the length is known, else -1
 	keep  bool      // the backend keeps the connection alive after this response
 	chunk bool      // src is bc.chunks' decoder
-	done  bool      // the body was read to its end
-	open  bool
+	// direct is the client connection when the body has a known length: it is written there
+	// rather than through fasthttp's write buffer (see WriteTo).
+	direct net.Conn
+	done   bool // the body was read to its end
+	open   bool
 	// detached makes Close do nothing while fasthttp's response lets go of the stream, which
 	// is then relayed on the hijacked connection (relayUntilClose).
 	detached bool
 }
 
-func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, lease balancer.Lease, src io.Reader, length int64, keep, chunked bool) {
-	*b = responseBody{p: p, pool: pool, bc: bc, lease: lease, src: src, left: length, keep: keep, chunk: chunked, open: true}
+func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, lease balancer.Lease, src io.Reader, length int64, keep, chunked bool, direct net.Conn) {
+	*b = responseBody{p: p, pool: pool, bc: bc, lease: lease, src: src, left: length, keep: keep, chunk: chunked, direct: direct, open: true}
 }
 
 // Read reads the body, stopping at its length when known. A backend that closes before the
@@ -117,11 +120,19 @@ func (b *responseBody) Read(p []byte) (int, error) {
 // SupportsBodyWriteTo lets fasthttp's response writer use WriteTo.
 func (b *responseBody) SupportsBodyWriteTo() bool { return true }
 
-// WriteTo copies the body to w through a pooled buffer: fasthttp writes a piece larger than
-// its own write buffer straight to the client connection.
+// WriteTo copies the body to the client through a pooled buffer, each piece as soon as it has
+// arrived. A chunked body goes through w, fasthttp's chunk writer, which flushes every chunk.
+// A body of known length goes straight to the client connection: fasthttp's fixed-length
+// writer would keep small pieces in its 4 KiB write buffer until it fills, so a slow body
+// would reach the client late. That is sound because the response header has been flushed
+// (ImmediateHeaderFlush) before the body is asked for, and fasthttp only checks the byte count
+// WriteTo returns.
 func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
 	buf := b.p.bufs.get()
 	defer b.p.bufs.put(buf)
+	if b.direct != nil {
+		w = b.direct
+	}
 	n, rerr, werr := copyBody(w, b, *buf, nil)
 	if werr != nil {
 		return n, werr

@@ -489,3 +489,43 @@ func TestStreamedResponseToHTTP10Client(t *testing.T) {
 		})
 	}
 }
+
+// Regression: a slow body of known length reached the client only once 4 KiB had piled up in
+// fasthttp's write buffer. Each piece now reaches the client as soon as it arrives.
+func TestSlowBodyPiecesReachTheClientAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	next := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n"+strings.Repeat("a", 100))
+		<-next // the rest never comes while the test runs
+	}()
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: ln.Addr().String()}})
+	e := newEnv(t, cfg, "b1")
+	t.Cleanup(func() { close(next) }) // before the proxy's shutdown, which waits for the forward
+	rc := dialRaw(t, e.ln, nil)
+	if _, err := io.WriteString(rc.c, "GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 100)
+	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != strings.Repeat("a", 100) {
+		t.Fatalf("first 100 bytes: %q, %v (held back by the proxy?)", got, err)
+	}
+	_ = rc.c.Close()
+}
