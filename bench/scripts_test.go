@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-var scripts = []string{"run.sh", "setup.sh", "pollbal.sh"}
+var scripts = []string{"run.sh", "setup.sh", "pollbal.sh", "bigbody.sh"}
 
 func TestScriptsParse(t *testing.T) {
 	for _, s := range scripts {
