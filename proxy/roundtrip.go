@@ -47,7 +47,6 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 	if err != nil {
 		return false, err
 	}
-	bc.wc.setClient(ctx.Conn())
 	req, resp := &ctx.Request, &ctx.Response
 	req.URI().DisablePathNormalizing = true
 	if up != nil {
@@ -59,6 +58,10 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 	if err != nil {
 		return false, bc.fail(err)
 	}
+	// Only now may the watchdog peek at the client connection: a peek waits for the socket's
+	// read lock, which a streamed request body's blocking read holds (and a client that goes
+	// away meanwhile fails that read anyway).
+	bc.wc.setClient(ctx.Conn())
 
 	resp.ResetBody()
 	resp.Header.DisableNormalizing()

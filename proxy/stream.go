@@ -174,7 +174,7 @@ type uploadBody struct {
 	src       io.Reader // the server's stream of the rest of the body
 	read      int64
 	limit     int64      // proxy.max_request_body; 0: none
-	wc        *watchConn // the backend connection written to; its timeout restarts after each piece
+	wc        *watchConn // the backend connection written to: waits for the client don't count against it
 	clientErr error      // reading from the client failed, or the body grew over the limit
 	tooLarge  bool       // the body grew over the limit
 	writeErr  error      // writing to the backend failed
@@ -204,14 +204,14 @@ func (u *uploadBody) Read(p []byte) (int, error) {
 // SupportsBodyWriteTo lets fasthttp's request writer use WriteTo.
 func (u *uploadBody) SupportsBodyWriteTo() bool { return true }
 
-// WriteTo copies the body to the backend through a pooled buffer, restarting the backend
-// timeout after each piece.
+// WriteTo copies the body to the backend through a pooled buffer; the backend timeout runs
+// only while a piece is being written.
 func (u *uploadBody) WriteTo(w io.Writer) (int64, error) {
 	buf := u.p.bufs.get()
 	defer u.p.bufs.put(buf)
 	var progress func()
 	if u.wc != nil {
-		progress = u.wc.progress
+		progress = u.wc.awaitClient
 	}
 	n, rerr, werr := copyBody(w, u, *buf, progress)
 	if werr != nil {

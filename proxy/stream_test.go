@@ -529,3 +529,60 @@ func TestSlowBodyPiecesReachTheClientAtOnce(t *testing.T) {
 	}
 	_ = rc.c.Close()
 }
+
+// Regression: a client that stalls in the middle of a streamed upload stalled the watchdog (its
+// client check waited for the socket's read lock, held by the upload's blocking read), so no
+// other forward got its backend timeout; and the stall counted against the upload's own
+// backend timeout, blaming the backend for a slow client.
+func TestStalledUploadStallsNothing(t *testing.T) {
+	sink := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("got it") })
+	slow := startConnBackend(t)
+	cfg := testConfig([]configs.App{
+		{Name: "up", Hosts: []string{"up.test"}},
+		{Name: "slow", Hosts: []string{"slow.test"}, Pool: "pool-slow"},
+	}, []configs.Backend{
+		{ID: "sink", Address: sink.addr},
+		{ID: "slow", Address: slow.addr, Pool: "pool-slow"},
+	})
+	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
+	cfg.Proxy.MaxRequestBody = 100 << 20
+	e := newEnv(t, cfg, "sink", "slow")
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- e.p.Serve(ln) }()
+	t.Cleanup(func() { _ = ln.Close(); <-served })
+
+	up, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	if _, err := io.WriteString(up, "POST / HTTP/1.1\r\nHost: up.test\r\nContent-Length: 10000000\r\n\r\n"+strings.Repeat("x", 300000)); err != nil {
+		t.Fatal(err)
+	}
+	sinkB := backendOf(t, e.bal, "sink")
+	waitFor(t, "the upload to be forwarded", func() bool { return sinkB.InFlight() == 1 })
+
+	start := time.Now()
+	c := &fasthttp.HostClient{Addr: ln.Addr().String(), ReadTimeout: 5 * time.Second}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://slow.test/stall")
+	if err := c.Do(req, resp); err != nil || resp.StatusCode() != 504 {
+		t.Fatalf("stalled backend: %d, %v; want 504", resp.StatusCode(), err)
+	}
+	elapsed := time.Since(start)
+	t.Logf("504 after %v while an upload stalls", elapsed)
+	if elapsed > 2*time.Second {
+		t.Errorf("504 after %v, want about the 200ms backend timeout", elapsed)
+	}
+	if n := sinkB.InFlight(); n != 1 {
+		t.Errorf("the stalled upload's forward ended (in flight %d) after %v: the client's stall was counted against the backend", n, elapsed)
+	}
+	_ = up.Close()
+	waitFor(t, "the upload's lease to be released once its client left", func() bool { return sinkB.InFlight() == 0 })
+}

@@ -227,10 +227,13 @@ func (c *watchConn) Close() error {
 	return c.Conn.Close()
 }
 
-// progress restarts the backend timeout of a request whose body is being streamed to the
-// backend: each piece written counts as activity.
-func (c *watchConn) progress() {
-	c.state.Store(c.w.gen.Load()<<stateGenShift | stateBusy)
+// awaitClient marks a request whose body is being streamed to the backend as waiting for the
+// client, after each piece written: the backend timeout does not run while pollbal reads the
+// client's next piece (a slow client is the client timeouts' business). The next Write starts
+// it again, so a backend that stops reading the body is still cut, and so is one that is slow
+// to answer once the body is sent.
+func (c *watchConn) awaitClient() {
+	c.state.Store(c.w.gen.Load() << stateGenShift)
 }
 
 // setClient records the client connection of the forward now using c (nil: none), for the
