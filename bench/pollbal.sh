@@ -4,6 +4,7 @@
 #   PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal bench/run.sh
 # POLLBAL_BIN picks the binary (default: build ./cmd/pollbal of this checkout into a temp dir first).
 # POLLBAL_CAPACITY (default 4096) is each backend's capacity; POLLBAL_EXTRA is appended to the proxy: block.
+# With BENCH_TLS_CERT and BENCH_TLS_KEY set (run.sh TLS=1), pollbal serves TLS only on BENCH_LISTEN.
 set -euo pipefail
 listen=${BENCH_LISTEN:?run me from bench/run.sh (BENCH_LISTEN unset)}
 backends=${BENCH_BACKENDS:?BENCH_BACKENDS unset}
@@ -18,7 +19,16 @@ port=${listen##*:}
 admin="127.0.0.1:$((port + 1000))"
 {
   echo "site: bench"
-  echo "listen: $listen"
+  if [[ -n ${BENCH_TLS_CERT:-} ]]; then
+    echo 'listen: ""'
+    echo "tls:"
+    echo "  listen: $listen"
+    echo "  certificates:"
+    echo "    - cert_file: $BENCH_TLS_CERT"
+    echo "      key_file: ${BENCH_TLS_KEY:?BENCH_TLS_KEY unset}"
+  else
+    echo "listen: $listen"
+  fi
   echo "admin:"
   echo "  listen: $admin"
   echo "services:"

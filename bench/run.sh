@@ -32,6 +32,10 @@
 #   KEEP [0]      1 = keep the temp dir (configs, logs, raw wrk output)
 #   MAX_SECONDS [180]  refuse settings whose estimated run time is longer
 #   READY_TIMEOUT [15] seconds a server gets to answer after start
+#   TLS [0]       1 = the proxies terminate TLS (a self-signed ECDSA P-256
+#                 certificate made with openssl) and wrk asks for https://;
+#                 TARGETS then defaults to "nginx" (the only peer set up for
+#                 TLS) and the extra target gets BENCH_TLS_CERT/BENCH_TLS_KEY
 #
 # Every process it starts is ended by PID (and its descendants by PID) on
 # exit, Ctrl-C or error. Everything listens on 127.0.0.1 only.
@@ -42,7 +46,7 @@ REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
 ORIG_PWD=$PWD
 # The command as invoked, with the knobs that were set, for the results file.
 INVOCATION="$0${*:+ $*}"
-for v in DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH PIN MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD POLLBAL_CAPACITY POLLBAL_EXTRA; do
+for v in DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH PIN TLS MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD POLLBAL_CAPACITY POLLBAL_EXTRA; do
   [ -n "${!v+x}" ] && INVOCATION="$v=${!v@Q} $INVOCATION"
 done
 export PATH=/usr/local/go/bin:$PATH
@@ -54,7 +58,12 @@ ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-1}
 GAP=${GAP:-1}
 BASE_PORT=${BASE_PORT:-18080}
-TARGETS=${TARGETS:-"direct haproxy nginx caddy refproxy"}
+TLS=${TLS:-0}
+if [ "$TLS" = 1 ]; then
+  TARGETS=${TARGETS:-"nginx"}
+else
+  TARGETS=${TARGETS:-"direct haproxy nginx caddy refproxy"}
+fi
 URL_PATH=${URL_PATH:-/}
 PIN=${PIN:-0}
 OUT_DIR=${OUT_DIR:-$BENCH_DIR/results}
@@ -70,7 +79,7 @@ while [ $# -gt 0 ]; do
     --proxy-cmd) PROXY_CMD=$2; shift 2 ;;
     --proxy-addr) PROXY_ADDR=$2; shift 2 ;;
     --proxy-name) PROXY_NAME=$2; shift 2 ;;
-    -h|--help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,7 +87,7 @@ done
 die() { echo "run.sh: $*" >&2; exit 1; }
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-for t in wrk haproxy nginx caddy curl go ss taskset; do
+for t in wrk haproxy nginx caddy curl go ss taskset $([ "$TLS" = 1 ] && echo openssl); do
   command -v "$t" >/dev/null || die "missing '$t' - run bench/setup.sh first"
 done
 
@@ -104,6 +113,9 @@ fi
 read -r -a TLIST <<<"$TARGETS"
 for t in "${TLIST[@]}"; do
   [ -n "${ADDR[$t]+x}" ] || die "unknown target '$t'"
+  if [ "$TLS" = 1 ] && [ "$t" != nginx ] && [ "$t" != "$PROXY_NAME" ]; then
+    die "TLS=1 supports nginx and the extra target only (not $t)"
+  fi
   a=${ADDR[$t]}
   [[ $a =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+:[0-9]+$ ]] || die "target $t address '$a' is not 127.x.x.x:port - loopback only"
 done
@@ -174,6 +186,14 @@ start_proc() { # start_proc NAME CMD...  (stdout+stderr -> $RUN/NAME.log)
 
 port_busy() { [ -n "$(ss -Htln "sport = :${1##*:}" 2>/dev/null)" ]; }
 
+# How clients reach the targets: plain, or TLS with the self-signed certificate (-k).
+SCHEME=http
+CURL_TLS=()
+if [ "$TLS" = 1 ]; then
+  SCHEME=https
+  CURL_TLS=(-k)
+fi
+
 wait_ready() { # wait_ready NAME ADDR : 200 on GET / before READY_TIMEOUT
   local name=$1 addr=$2 pid=${PID_OF[$1]}
   for _ in $(seq $((READY_TIMEOUT * 10))); do
@@ -181,7 +201,9 @@ wait_ready() { # wait_ready NAME ADDR : 200 on GET / before READY_TIMEOUT
       echo "---- $name log ----" >&2; tail -20 "$RUN/$name.log" >&2
       die "$name exited during start"
     fi
-    curl -fsS -o /dev/null --max-time 1 "http://$addr/" 2>/dev/null && return 0
+    local scheme=$SCHEME
+    case $name in b1|b2) scheme=http ;; esac
+    curl -fsS "${CURL_TLS[@]}" -o /dev/null --max-time 1 "$scheme://$addr/" 2>/dev/null && return 0
     sleep 0.1
   done
   echo "---- $name log ----" >&2; tail -20 "$RUN/$name.log" >&2
@@ -190,8 +212,8 @@ wait_ready() { # wait_ready NAME ADDR : 200 on GET / before READY_TIMEOUT
 
 check_target() { # responses must be the backend's, through the proxy
   local name=$1 addr=$2 n body
-  n=$(curl -fsS --max-time 2 "http://$addr/" | wc -c) || n=0
-  body=$(curl -fsS --max-time 2 "http://$addr/pool") || body=
+  n=$(curl -fsS "${CURL_TLS[@]}" --max-time 2 "$SCHEME://$addr/" | wc -c) || n=0
+  body=$(curl -fsS "${CURL_TLS[@]}" --max-time 2 "$SCHEME://$addr/pool") || body=
   [ "$n" = 1024 ] && [ "$body" = "web serving v1" ] && return 0
   log "WARNING: $name failed the sanity check (GET / = $n bytes, /pool = '$body'); skipping it"
   return 1
@@ -216,6 +238,16 @@ start_proc b2 "$RUN/bin/backend" -addr "$HOST:${BE_PORTS[1]}" -name b2
 wait_ready b1 "$HOST:${BE_PORTS[0]}"
 wait_ready b2 "$HOST:${BE_PORTS[1]}"
 PID_OF[direct]=""
+
+# --- TLS certificate ------------------------------------------------------------
+TLS_CERT="" TLS_KEY=""
+if [ "$TLS" = 1 ]; then
+  TLS_CERT=$RUN/tls/cert.pem TLS_KEY=$RUN/tls/key.pem
+  mkdir -p "$RUN/tls"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=bench.test -addext subjectAltName=DNS:bench.test,IP:127.0.0.1 \
+    -keyout "$TLS_KEY" -out "$TLS_CERT" >"$RUN/tls/openssl.log" 2>&1 || { cat "$RUN/tls/openssl.log" >&2; die "openssl could not make a certificate"; }
+fi
 
 # --- proxies -------------------------------------------------------------------
 write_haproxy() {
@@ -248,9 +280,16 @@ EOF
 }
 
 write_nginx() {
-  local d=$RUN/nginx user=""
+  local d=$RUN/nginx user="" listen="listen ${ADDR[nginx]};"
   mkdir -p "$d/tmp"
   [ "$(id -u)" = 0 ] && user="user root;"
+  if [ "$TLS" = 1 ]; then
+    listen="listen ${ADDR[nginx]} ssl;
+        ssl_certificate $TLS_CERT;
+        ssl_certificate_key $TLS_KEY;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:SSL:10m;"
+  fi
   cat >"$d/nginx.conf" <<EOF
 $user
 worker_processes auto;
@@ -276,7 +315,7 @@ http {
         keepalive_requests 1000000;
     }
     server {
-        listen ${ADDR[nginx]};
+        $listen
         location / {
             proxy_pass http://be;
             proxy_http_version 1.1;
@@ -327,7 +366,7 @@ for t in "${TLIST[@]}"; do
       cmd=${cmd//\{PORT\}/${PROXY_ADDR##*:}}
       cmd=${cmd//\{BACKENDS\}/$BACKENDS}
       echo "$cmd" >"$RUN/$t.cmd"
-      start_proc "$t" env BENCH_LISTEN="$PROXY_ADDR" BENCH_BACKENDS="$BACKENDS" bash -c "cd \"\$1\" && $cmd" bash "$ORIG_PWD" ;;
+      start_proc "$t" env BENCH_LISTEN="$PROXY_ADDR" BENCH_BACKENDS="$BACKENDS" BENCH_TLS_CERT="$TLS_CERT" BENCH_TLS_KEY="$TLS_KEY" bash -c "cd \"\$1\" && $cmd" bash "$ORIG_PWD" ;;
   esac
 done
 
@@ -370,7 +409,7 @@ TSV=$RUN/results.tsv
 
 run_wrk() { # run_wrk TARGET DURATION OUTFILE  (in the background, so a signal interrupts the wait)
   local t=$1 d=$2 out=$3
-  ( "${WRK_PREFIX[@]}" timeout $((d + 15)) wrk -t"$THREADS" -c"$CONNS" -d"${d}s" --latency "http://${ADDR[$t]}$URL_PATH" >"$out" 2>&1 || echo "wrk exit $?" >>"$out"
+  ( "${WRK_PREFIX[@]}" timeout $((d + 15)) wrk -t"$THREADS" -c"$CONNS" -d"${d}s" --latency "$SCHEME://${ADDR[$t]}$URL_PATH" >"$out" 2>&1 || echo "wrk exit $?" >>"$out"
     times >"$out.times" ) &
   WRK_PID=$!
   wait "$WRK_PID" || true
@@ -461,7 +500,8 @@ TABLE=$(awk -F'\t' -v hz="$HZ" -v ncpu="$NCPU" '
   echo "- command: \`$INVOCATION\` (from $(cd "$ORIG_PWD" && git describe --always --dirty 2>/dev/null || echo "?"))"
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- machine: $NCPU CPUs ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)), $(awk -F= '$1=="PRETTY_NAME"{gsub(/"/,"",$2); print $2}' /etc/os-release 2>/dev/null), Linux $(uname -r), $(awk '/MemTotal/{printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo), load before run: $LOAD_BEFORE"
-  echo "- load: wrk -t$THREADS -c$CONNS -d${DURATION}s --latency GET $URL_PATH, $ROUNDS interleaved rounds, ${WARMUP}s warm-up per target, ${GAP}s gap; PIN=$PIN"
+  echo "- load: wrk -t$THREADS -c$CONNS -d${DURATION}s --latency GET $SCHEME://…$URL_PATH (keep-alive), $ROUNDS interleaved rounds, ${WARMUP}s warm-up per target, ${GAP}s gap; PIN=$PIN"
+  [ "$TLS" = 1 ] && echo "- TLS=1: the proxies terminate TLS with one self-signed ECDSA P-256 certificate (openssl $(openssl version | awk '{print $2}')); each wrk connection does one handshake, then keeps alive"
   echo "- versions: haproxy $(vers haproxy), nginx $(vers nginx), caddy $(vers caddy), wrk $(vers wrk), $(go version | awk '{print $3}'), fasthttp $FASTHTTP_V"
   echo "- backends: 2 x bench/backend (fasthttp, 1 KiB body) on $BACKENDS; direct = wrk straight to b1"
   [ -n "$PROXY_CMD" ] && echo "- extra target '$PROXY_NAME' on $PROXY_ADDR: \`$PROXY_CMD\`"

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"pollbal/certs/certstest"
 )
 
 var scripts = []string{"run.sh", "setup.sh", "pollbal.sh", "bigbody.sh"}
@@ -99,14 +101,20 @@ func TestPollbalConfigPassesCheck(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		extra string
+		tls   bool
 	}{
 		{name: "defaults"},
 		{name: "with POLLBAL_EXTRA", extra: "  slow_start: 0s"},
+		{name: "TLS (run.sh TLS=1)", tls: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("./pollbal.sh")
 			cmd.Env = append(os.Environ(), "BENCH_LISTEN=127.0.0.1:18099", "BENCH_BACKENDS=127.0.0.1:18081,127.0.0.1:18082",
 				"POLLBAL_BIN="+stub, "POLLBAL_EXTRA="+tc.extra, "TMPDIR="+t.TempDir())
+			if tc.tls {
+				pair := certstest.Write(t, t.TempDir(), "bench", certstest.Options{}, "bench.test")
+				cmd.Env = append(cmd.Env, "BENCH_TLS_CERT="+pair.CertFile, "BENCH_TLS_KEY="+pair.KeyFile)
+			}
 			out, err := cmd.CombinedOutput()
 			if err != nil || strings.TrimSpace(string(out)) != "ok" {
 				t.Fatalf("pollbal.sh's configuration does not pass pollbal check: %v\n%s", err, out)
