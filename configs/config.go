@@ -28,7 +28,34 @@ type Admin struct {
 	Listen    string `yaml:"listen"`
 	TokenFile string `yaml:"token_file"`
 	StateFile string `yaml:"state_file"`
+	Store     Store  `yaml:"store"`
 }
+
+// Store says where admin moves are kept. Without Etcd they stay local to this instance (in
+// StateFile, or in memory when that is empty).
+type Store struct {
+	// Etcd, when set, keeps the moves in etcd, shared by every instance that uses its prefix.
+	Etcd *Etcd `yaml:"etcd"`
+}
+
+// Etcd configures the etcd cluster that holds the fleet's admin moves.
+type Etcd struct {
+	// Endpoints are the etcd members, each host:port.
+	Endpoints []string `yaml:"endpoints"`
+	// Prefix starts every key: a move is <Prefix>moves/<backend id>, its value the pool name.
+	Prefix      string        `yaml:"prefix"`
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// Username and PasswordFile authenticate to etcd; both or neither.
+	Username     string `yaml:"username"`
+	PasswordFile string `yaml:"password_file"`
+	// CAFile turns TLS on; CertFile and KeyFile (both or neither) add a client certificate.
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// TLS reports whether the etcd connection uses TLS.
+func (e *Etcd) TLS() bool { return e.CAFile != "" || e.CertFile != "" }
 
 // Poll configures the /pool health checks.
 type Poll struct {

@@ -29,6 +29,10 @@ const (
 	defaultFleetInstances = 1
 	defaultTLSMinVersion  = TLSVersion12
 
+	defaultEtcdDialTimeout = 2 * time.Second
+	// DefaultEtcdPrefix is admin.store.etcd.prefix when the YAML does not set one.
+	DefaultEtcdPrefix = "/pollbal/"
+
 	// DefaultCapacity is a backend's capacity when the YAML does not set one.
 	DefaultCapacity = 100
 )

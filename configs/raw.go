@@ -43,9 +43,23 @@ type (
 		TLS      rawTLS                `yaml:"tls"`
 	}
 	rawAdmin struct {
-		Listen    field `yaml:"listen"`
-		TokenFile field `yaml:"token_file"`
-		StateFile field `yaml:"state_file"`
+		Listen    field    `yaml:"listen"`
+		TokenFile field    `yaml:"token_file"`
+		StateFile field    `yaml:"state_file"`
+		Store     rawStore `yaml:"store"`
+	}
+	rawStore struct {
+		Etcd *rawEtcd `yaml:"etcd"`
+	}
+	rawEtcd struct {
+		Endpoints    []field `yaml:"endpoints"`
+		Prefix       field   `yaml:"prefix"`
+		DialTimeout  field   `yaml:"dial_timeout"`
+		Username     field   `yaml:"username"`
+		PasswordFile field   `yaml:"password_file"`
+		CAFile       field   `yaml:"ca_file"`
+		CertFile     field   `yaml:"cert_file"`
+		KeyFile      field   `yaml:"key_file"`
 	}
 	rawPoll struct {
 		Interval   field `yaml:"interval"`
@@ -205,6 +219,23 @@ func (r *rawConfig) config(p *problemList) *Config {
 	cv.str(r.Admin.Listen, "admin.listen", &c.Admin.Listen)
 	cv.str(r.Admin.TokenFile, "admin.token_file", &c.Admin.TokenFile)
 	cv.str(r.Admin.StateFile, "admin.state_file", &c.Admin.StateFile)
+	if re := r.Admin.Store.Etcd; re != nil {
+		const path = "admin.store.etcd"
+		e := &Etcd{Prefix: DefaultEtcdPrefix, DialTimeout: defaultEtcdDialTimeout}
+		for i, f := range re.Endpoints {
+			var ep string
+			cv.str(f, fmt.Sprintf("%s.endpoints[%d]", path, i), &ep)
+			e.Endpoints = append(e.Endpoints, ep)
+		}
+		cv.str(re.Prefix, path+".prefix", &e.Prefix)
+		cv.duration(re.DialTimeout, path+".dial_timeout", &e.DialTimeout)
+		cv.str(re.Username, path+".username", &e.Username)
+		cv.str(re.PasswordFile, path+".password_file", &e.PasswordFile)
+		cv.str(re.CAFile, path+".ca_file", &e.CAFile)
+		cv.str(re.CertFile, path+".cert_file", &e.CertFile)
+		cv.str(re.KeyFile, path+".key_file", &e.KeyFile)
+		c.Admin.Store.Etcd = e
+	}
 
 	cv.duration(r.Poll.Interval, "poll.interval", &c.Poll.Interval)
 	cv.duration(r.Poll.Timeout, "poll.timeout", &c.Poll.Timeout)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Validate checks c against SPEC §3 and returns every problem at once, each prefixed with its
@@ -52,6 +54,7 @@ func (c *Config) validateTop(p *problemList) {
 		p.add("admin.listen", "must differ from listen (%s)", c.Listen)
 	}
 	c.validateTLS(p, listenErr, adminErr)
+	c.validateStore(p)
 
 	positive(p, "poll.interval", c.Poll.Interval)
 	positive(p, "poll.timeout", c.Poll.Timeout)
@@ -133,6 +136,52 @@ func (c *Config) validateTLS(p *problemList, listenErr, adminErr error) {
 		if cert.KeyFile == "" {
 			p.add(path+".key_file", "required")
 		}
+	}
+}
+
+// validateStore checks admin.store.etcd: at least one host:port endpoint, a prefix that ends
+// in "/", a positive dial timeout, and the pairs that only work together. Whether the files
+// can be read is checked where they are read (pollbal check, start).
+func (c *Config) validateStore(p *problemList) {
+	e := c.Admin.Store.Etcd
+	if e == nil {
+		return
+	}
+	const path = "admin.store.etcd"
+	if len(e.Endpoints) == 0 {
+		p.add(path+".endpoints", "at least one endpoint (host:port) required")
+	}
+	seen := make(map[string]int, len(e.Endpoints))
+	for i, ep := range e.Endpoints {
+		epath := fmt.Sprintf("%s.endpoints[%d]", path, i)
+		if err := checkAddress(ep, false); err != nil {
+			p.wrap(epath, err)
+		} else if first, dup := seen[addressKey(ep)]; dup {
+			p.add(epath, "%q is already listed as endpoints[%d]", ep, first)
+		} else {
+			seen[addressKey(ep)] = i
+		}
+	}
+	switch {
+	case e.Prefix == "":
+		p.add(path+".prefix", "must not be empty (the default is %q)", DefaultEtcdPrefix)
+	case !strings.HasSuffix(e.Prefix, "/"):
+		p.add(path+".prefix", "%q must end with \"/\"", e.Prefix)
+	case strings.ContainsFunc(e.Prefix, unicode.IsSpace):
+		p.add(path+".prefix", "%q must not contain white space", e.Prefix)
+	}
+	positive(p, path+".dial_timeout", e.DialTimeout)
+	if e.Username != "" && e.PasswordFile == "" {
+		p.add(path+".password_file", "required when username is set")
+	}
+	if e.PasswordFile != "" && e.Username == "" {
+		p.add(path+".username", "required when password_file is set")
+	}
+	if e.CertFile != "" && e.KeyFile == "" {
+		p.add(path+".key_file", "required when cert_file is set")
+	}
+	if e.KeyFile != "" && e.CertFile == "" {
+		p.add(path+".cert_file", "required when key_file is set")
 	}
 }
 

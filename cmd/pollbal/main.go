@@ -56,7 +56,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file")
 	skipFiles := fs.Bool("skip-files", false, "do not read the files the configuration names (admin.token_file, admin.state_file,\n"+
-		"warning.secret_file, the tls.certificates): for checking a configuration away from the host it\n"+
+		"warning.secret_file, the tls.certificates, the admin.store.etcd files): for checking a configuration away from the host it\n"+
 		"is written for; pollbal run always reads them")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -104,6 +104,10 @@ func checkFiles(cfg *configs.Config) []string {
 		if _, _, err := loadCertificates(cfg); err != nil {
 			problems = append(problems, configs.Problems(err)...)
 		}
+	}
+	if e := cfg.Admin.Store.Etcd; e != nil {
+		_, etcdProblems := loadEtcdFiles(e)
+		problems = append(problems, etcdProblems...)
 	}
 	return problems
 }
