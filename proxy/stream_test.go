@@ -586,3 +586,59 @@ func TestStalledUploadStallsNothing(t *testing.T) {
 	_ = up.Close()
 	waitFor(t, "the upload's lease to be released once its client left", func() bool { return sinkB.InFlight() == 0 })
 }
+
+// TestConnectionReuse checks which backend connections go back to the pool: one whose response
+// was read to its end is reused; one on which the backend sent more than its response, or
+// asked to close, is not.
+func TestConnectionReuse(t *testing.T) {
+	tests := []struct {
+		name      string
+		reply     string
+		wantConns int64
+	}{
+		{name: "clean response", reply: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", wantConns: 1},
+		{name: "bytes after the response", reply: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokJUNK", wantConns: 3},
+		{name: "backend closes", reply: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok", wantConns: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ln.Close() })
+			var conns atomic.Int64
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					conns.Add(1)
+					go func() {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for {
+							if _, err := http.ReadRequest(br); err != nil {
+								return
+							}
+							if _, err := io.WriteString(c, tt.reply); err != nil {
+								return
+							}
+						}
+					}()
+				}
+			}()
+			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: ln.Addr().String()}})
+			e := newEnv(t, cfg, "b1")
+			for i := range 3 {
+				if r := e.do("GET", "shop.test", "/", ""); r.code != 200 || r.body != "ok" {
+					t.Fatalf("request %d: %v", i, r)
+				}
+			}
+			if n := conns.Load(); n != tt.wantConns {
+				t.Errorf("3 requests in turn took %d backend connections, want %d", n, tt.wantConns)
+			}
+		})
+	}
+}
