@@ -89,6 +89,9 @@ type Proxy struct {
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`
 	BufferRequestBody int           `yaml:"buffer_request_body"`
+	// UpgradeIdleTimeout closes an upgraded (WebSocket) connection that carried no byte either
+	// way for this long.
+	UpgradeIdleTimeout time.Duration `yaml:"upgrade_idle_timeout"`
 	// TrustedProxies are the client networks whose X-Forwarded-*, X-Real-IP and Forwarded
 	// headers are kept (a bare address in the YAML is a one-address prefix).
 	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`

@@ -23,6 +23,7 @@ const (
 	defaultClientTimeout  = 60 * time.Second
 	defaultIdleTimeout    = 60 * time.Second
 	defaultShutdown       = 30 * time.Second
+	defaultUpgradeIdle    = time.Hour
 	defaultBufferBody     = 64 << 10
 	defaultDedupWindow    = 5 * time.Minute
 	defaultWarningScope   = ScopeVersion
@@ -66,6 +67,8 @@ func Default() *Config {
 			IdleTimeout:       defaultIdleTimeout,
 			ShutdownTimeout:   defaultShutdown,
 			BufferRequestBody: defaultBufferBody,
+
+			UpgradeIdleTimeout: defaultUpgradeIdle,
 		},
 		Alarms: Alarms{DedupWindow: defaultDedupWindow},
 		Fleet:  Fleet{Instances: defaultFleetInstances},

@@ -88,6 +88,8 @@ type (
 		ShutdownTimeout   field   `yaml:"shutdown_timeout"`
 		BufferRequestBody field   `yaml:"buffer_request_body"`
 		TrustedProxies    []field `yaml:"trusted_proxies"`
+
+		UpgradeIdleTimeout field `yaml:"upgrade_idle_timeout"`
 	}
 	rawService struct {
 		WarningThreshold field `yaml:"warning_threshold"`
@@ -259,6 +261,7 @@ func (r *rawConfig) config(p *problemList) *Config {
 	cv.duration(r.Proxy.IdleTimeout, "proxy.idle_timeout", &c.Proxy.IdleTimeout)
 	cv.duration(r.Proxy.ShutdownTimeout, "proxy.shutdown_timeout", &c.Proxy.ShutdownTimeout)
 	cv.integer(r.Proxy.BufferRequestBody, "proxy.buffer_request_body", &c.Proxy.BufferRequestBody)
+	cv.duration(r.Proxy.UpgradeIdleTimeout, "proxy.upgrade_idle_timeout", &c.Proxy.UpgradeIdleTimeout)
 	for i, f := range r.Proxy.TrustedProxies {
 		cv.prefix(f, fmt.Sprintf("proxy.trusted_proxies[%d]", i), &c.Proxy.TrustedProxies)
 	}

@@ -87,6 +87,7 @@ func (c *Config) validateTop(p *problemList) {
 	positive(p, "proxy.idle_timeout", c.Proxy.IdleTimeout)
 	positive(p, "proxy.shutdown_timeout", c.Proxy.ShutdownTimeout)
 	atLeast(p, "proxy.buffer_request_body", c.Proxy.BufferRequestBody, 0)
+	positive(p, "proxy.upgrade_idle_timeout", c.Proxy.UpgradeIdleTimeout)
 
 	if c.Alarms.Webhook != "" {
 		if err := checkWebhook(c.Alarms.Webhook); err != nil {

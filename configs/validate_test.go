@@ -280,6 +280,7 @@ func TestValidateDoesNotPanic(t *testing.T) {
 			"proxy.client_timeout: must be > 0 (got 0s)",
 			"proxy.idle_timeout: must be > 0 (got 0s)",
 			"proxy.shutdown_timeout: must be > 0 (got 0s)",
+			"proxy.upgrade_idle_timeout: must be > 0 (got 0s)",
 			"alarms.dedup_window: must be > 0 (got 0s)",
 			"fleet.instances: must be >= 1 (got 0)",
 			"services: at least one service required",

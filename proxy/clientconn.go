@@ -56,6 +56,9 @@ type clientConn struct {
 	// headers; serving goroutine only.
 	matched int
 	closed  atomic.Bool
+	// upgrade is the upgraded session waiting for fasthttp to hand this connection over: if
+	// the connection is closed first, Close ends the session (and releases its lease).
+	upgrade atomic.Pointer[upgradeSession]
 
 	// secure is the TLS connection on top of this one (TLS listener), nil for plain HTTP; it is
 	// set before the connection is served. Its request bytes are seen decrypted (tlsConn.Read),
@@ -123,7 +126,11 @@ func (c *clientConn) Close() error {
 		return nil
 	}
 	c.l.forget(c)
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	if s := c.upgrade.Swap(nil); s != nil {
+		s.abandon()
+	}
+	return err
 }
 
 // NetConn returns the accepted connection itself, for code that needs more than net.Conn.

@@ -13,13 +13,15 @@ type connMetrics struct {
 	refused      prometheus.Counter
 
 	headerTimeouts, clientTimeouts, idleTimeouts prometheus.Counter
+	upgradeIdleTimeouts                          prometheus.Counter
 }
 
-// newConnMetrics registers the connection metrics; open is read for the connections gauge.
-func newConnMetrics(reg prometheus.Registerer, open func() float64) (*connMetrics, error) {
+// newConnMetrics registers the connection metrics; open is read for the connections gauge,
+// upgraded for the upgraded connections gauge.
+func newConnMetrics(reg prometheus.Registerer, open, upgraded func() float64) (*connMetrics, error) {
 	timeouts := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollbal_client_timeouts_total",
-		Help: "Client connections closed by a timeout: header (408 request_timeout), client (no byte moved during a request) or idle (keep-alive).",
+		Help: "Client connections closed by a timeout: header (408 request_timeout), client (no byte moved during a request), idle (keep-alive) or upgrade_idle (an upgraded connection without traffic for proxy.upgrade_idle_timeout).",
 	}, []string{"kind"})
 	m := &connMetrics{
 		acceptErrors: prometheus.NewCounter(prometheus.CounterOpts{
@@ -33,12 +35,18 @@ func newConnMetrics(reg prometheus.Registerer, open func() float64) (*connMetric
 		headerTimeouts: timeouts.WithLabelValues("header"),
 		clientTimeouts: timeouts.WithLabelValues("client"),
 		idleTimeouts:   timeouts.WithLabelValues("idle"),
+
+		upgradeIdleTimeouts: timeouts.WithLabelValues("upgrade_idle"),
 	}
 	gauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pollbal_client_connections",
 		Help: "Client connections open now.",
 	}, open)
-	for _, c := range []prometheus.Collector{m.acceptErrors, m.refused, timeouts, gauge} {
+	upgradedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pollbal_upgraded_connections",
+		Help: "Upgraded (WebSocket) connections open now; each holds its backend's slot.",
+	}, upgraded)
+	for _, c := range []prometheus.Collector{m.acceptErrors, m.refused, timeouts, gauge, upgradedGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register connection metrics: %w", err)
 		}

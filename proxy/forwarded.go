@@ -75,7 +75,10 @@ func forwardedHeader(key []byte) forwardedKind {
 //
 // The client's keep-alive choice is between it and pollbal: the server has already recorded
 // it, and the backend connection is pollbal's to keep.
-func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) {
+//
+// It returns what the request asks of an upgrade (upgrade.go): a WebSocket upgrade keeps
+// "Connection: Upgrade" and "Upgrade: websocket"; a refused one is to be answered 501.
+func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) upgradePlan {
 	h := &ctx.Request.Header
 	client, isTCP := clientAddr(ctx.RemoteAddr())
 	trust := isTCP && trusted.contains(client)
@@ -106,6 +109,10 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) {
 				kept &^= 1 << forwardedHeader(k)
 			}
 		}
+	}
+	var upgrade upgradePlan
+	if s.upgrade {
+		upgrade = requestUpgrade(h, s.conn.bytes())
 	}
 	// Every name below is already in the header's own form (the names s collected were read
 	// from it, ours are canonical), so fasthttp need not normalize them again; that was a third
@@ -144,4 +151,9 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) {
 		}
 		h.Add(headerForwardedProto, proto)
 	}
+	if upgrade == upgradeWebSocket {
+		h.Set(headerConnection, "Upgrade")
+		h.Set(headerUpgrade, "websocket")
+	}
+	return upgrade
 }

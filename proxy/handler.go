@@ -63,7 +63,11 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		return
 	}
 	http10 := !ctx.Request.Header.IsHTTP11() // prepareRequest makes the request HTTP/1.1
-	prepareRequest(ctx, p.trust.get(snap.Config()))
+	upgrade := prepareRequest(ctx, p.trust.get(snap.Config()))
+	if upgrade == upgradeRefused {
+		answerUpgradeUnsupported(ctx)
+		return
+	}
 	idem := idempotent(ctx.Request.Header.Method())
 
 	var (
@@ -78,7 +82,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		if attempt > 0 || full > 0 {
 			began = p.clock.now()
 		}
-		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up)
+		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket)
 		switch o {
 		case outcomeOK:
 			if http10 && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0 {
@@ -126,13 +130,14 @@ const maxFullRefusals = 8
 
 // attempt leases one candidate not yet tried and forwards the request to it. The lease is
 // released when attempt returns, whatever happened (a panic included), unless the response is
-// streamed: then the stream releases it once fasthttp has written the response (stream.go).
+// streamed: then the stream releases it once fasthttp has written the response (stream.go), or
+// the upgraded connection when it ends (upgrade.go).
 //
 // The forward runs without a deadline (a per-request deadline costs about 1 µs, see
 // shared/bench/TUNING.md): the watchdog closes a backend connection whose request outlasts
 // timeout, and a forward that failed after lasting timeout is a timeout, not a failed
 // connection.
-func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody) (outcome, *balancer.Backend, string) {
+func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool) (outcome, *balancer.Backend, string) {
 	lease, err := snap.Acquire(app, tried)
 	if err != nil {
 		return outcomeNoCandidate, nil, ""
@@ -151,7 +156,7 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		// which requires one.
 		ctx.Request.SetHost(lease.Backend.Address)
 	}
-	streamed, err := p.roundTrip(ctx, pool, lease, up)
+	streamed, err := p.roundTrip(ctx, pool, lease, up, upgrade)
 	held = !streamed
 	if p.afterDo != nil {
 		p.afterDo() // tests only

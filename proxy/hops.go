@@ -10,6 +10,7 @@ const (
 	hopBoth               // hop-by-hop in both directions (RFC 9110 §7.6.1)
 	hopConnection         // Connection itself: hop-by-hop, and it names more hop-by-hop headers
 	hopRequest            // request only: Expect, which pollbal has already met by reading the body
+	hopUpgrade            // Upgrade: hop-by-hop in both directions; on a request, maybe an upgrade (upgrade.go)
 )
 
 // hopHeader classifies a header name, ignoring ASCII case. Proxy-Connection is not standard but
@@ -25,8 +26,11 @@ func hopHeader(key []byte) hopKind {
 			return hopRequest
 		}
 	case 7:
-		if equalFold(key, "Trailer") || equalFold(key, "Upgrade") {
+		if equalFold(key, "Trailer") {
 			return hopBoth
+		}
+		if equalFold(key, "Upgrade") {
+			return hopUpgrade
 		}
 	case 10:
 		if equalFold(key, "Connection") {
@@ -57,7 +61,7 @@ func hopHeader(key []byte) hopKind {
 
 // isHop reports whether a header of this kind is dropped in this direction.
 func isHop(kind hopKind, request bool) bool {
-	return kind == hopBoth || kind == hopConnection || (kind == hopRequest && request)
+	return kind == hopBoth || kind == hopConnection || kind == hopUpgrade || (kind == hopRequest && request)
 }
 
 // hopSet collects the exact names of the headers to delete from one header block: hop-by-hop
@@ -73,7 +77,8 @@ type hopSet struct {
 	spilled  bool
 	bigNames [][]byte // every name, once spilled
 
-	conn joined // the values of every Connection header
+	conn    joined // the values of every Connection header
+	upgrade bool   // an Upgrade header was seen
 }
 
 const (
@@ -123,8 +128,11 @@ func (s *hopSet) see(key, value []byte, request bool) {
 	if !isHop(kind, request) {
 		return
 	}
-	if kind == hopConnection {
+	switch kind {
+	case hopConnection:
 		s.conn.add(value, ",")
+	case hopUpgrade:
+		s.upgrade = true
 	}
 	s.add(key)
 }

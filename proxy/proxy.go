@@ -43,6 +43,7 @@ type Proxy struct {
 
 	open        atomic.Int64 // client connections open, on every listener (max_connections)
 	connMetrics *connMetrics
+	upgrades    upgradeSet // upgraded (WebSocket) connections open
 
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
@@ -78,7 +79,9 @@ func New(o Options) (*Proxy, error) {
 		metrics: m,
 		clock:   newMonoClock(),
 	}
-	if p.connMetrics, err = newConnMetrics(o.Registerer, func() float64 { return float64(p.open.Load()) }); err != nil {
+	open := func() float64 { return float64(p.open.Load()) }
+	upgraded := func() float64 { return float64(p.upgrades.len()) }
+	if p.connMetrics, err = newConnMetrics(o.Registerer, open, upgraded); err != nil {
 		return nil, err
 	}
 	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
@@ -149,9 +152,10 @@ func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
 // Shutdown stops accepting connections, closes at once every one without a request in flight
 // (idle keep-alives and half-sent headers), and waits until the requests in flight have been
 // answered or ctx ends (then it returns ctx's error and those requests still finish in the
-// background). Responses written during shutdown carry "Connection: close". Teardown order:
-// listeners, quiet client connections, the others as their request ends, then idle backend
-// connections; the scanners and the backend-timeout watchdog end by themselves once no
+// background). Responses written during shutdown carry "Connection: close". Upgraded
+// (WebSocket) connections get the same wait and are closed when ctx ends. Teardown order:
+// listeners, quiet client connections, the others as their request ends, upgraded
+// connections, then idle backend connections; the scanners and the backend-timeout watchdog end by themselves once no
 // connection is left.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.stopping.Store(true)
@@ -168,6 +172,10 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	// otherwise accept forever.
 	for _, ln := range lns {
 		_ = ln.Close()
+	}
+	// Upgraded connections are no longer the server's: they get the rest of ctx, then are closed.
+	if uerr := p.upgrades.drain(ctx); uerr != nil && err == nil {
+		err = uerr
 	}
 	p.upstreams.closeIdle()
 	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {

@@ -37,10 +37,11 @@ func (c *backendConn) fail(err error) error {
 // larger one is left in ctx.Response as a body stream that holds the connection and lease
 // until fasthttp has written it to the client: then streamed is true and the caller must not
 // release the lease. up is the request body when it is streamed (nil: buffered in
-// ctx.Request).
+// ctx.Request). When upgrade is set (a WebSocket handshake) and the backend answers 101, the
+// connection and lease go to an upgraded session (upgrade.go), and streamed is true too.
 //
 // On failure the error says what went wrong: a *dialError when nothing was sent.
-func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balancer.Lease, up *uploadBody) (streamed bool, err error) {
+func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balancer.Lease, up *uploadBody, upgrade bool) (streamed bool, err error) {
 	// A streamed body cannot be sent again, so it never goes out on a kept-alive connection
 	// that the backend may have closed meanwhile.
 	bc, err := pool.get(up != nil)
@@ -72,6 +73,10 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 		if code := resp.StatusCode(); code >= 200 || code == 101 || n == maxInterim {
 			break
 		}
+	}
+	if upgrade && resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
+		p.startUpgrade(ctx, bc, lease)
+		return true, nil
 	}
 	head := req.Header.IsHead()
 	length := resp.Header.ContentLength()
