@@ -122,7 +122,7 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease ba
 		head:  h.AppendBytes(nil),
 		idle:  p.bal.Snapshot().Config().Proxy.UpgradeIdleTimeout,
 	}
-	if c, ok := ctx.Conn().(*clientConn); ok {
+	if c := trackedConn(ctx.Conn()); c != nil {
 		s.cc = c
 		c.hijacked()
 		c.upgrade.Store(s)
@@ -142,7 +142,7 @@ type upgradeSession struct {
 	lease balancer.Lease
 	head  []byte        // the backend's 101, as passed on
 	idle  time.Duration // proxy.upgrade_idle_timeout; 0: none
-	cc    *clientConn   // the client connection, when it is one of pollbal's listeners'
+	cc    *clientConn   // the client connection (under TLS, if any), when it is one of pollbal's listeners'
 
 	claimed atomic.Bool  // serve or abandon has begun: only the first one runs
 	last    atomic.Int64 // when a byte last moved, on p.clock
