@@ -20,6 +20,10 @@
 //     a misbehaving backend, for testing that a proxy does not pass it on.
 //   - GET /_backend/streams answers JSON counters of those: blobs sent whole, blobs cancelled
 //     because the client connection closed first, uploads and the latest upload's size, 101s.
+//   - GET /ws is a WebSocket echo (RFC 6455, written here with the standard library): after the
+//     handshake every text or binary frame comes back as it was sent, pings get pongs and a
+//     close gets a close. The connection counts as one client request for as long as it is
+//     open; /_backend/stats counts the connections accepted in websockets.
 //   - GET /hold answers like every other path (and is counted the same way), but only once
 //     POST /_backend/release was called after it arrived: a test decides how long a request
 //     holds its slot. The release answers {"released": N}, the requests it let go.

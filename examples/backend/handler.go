@@ -45,6 +45,8 @@ type handler struct {
 	load     *poolload.Limiter // every client request, counted and limited to Capacity
 	client   http.Handler      // the client paths behind load
 	holds    holds             // GET /hold requests waiting for POST /_backend/release (hold.go)
+	// websockets counts the WebSocket connections /ws accepted (websocket.go).
+	websockets atomic.Int64
 
 	mu          sync.Mutex
 	lastWarning string
@@ -77,6 +79,8 @@ type stats struct {
 	LoadInFlight int64 `json:"load_in_flight"`
 	LoadPeak     int64 `json:"load_peak"`
 	Refused      int64 `json:"refused"`
+	// WebSockets is the number of WebSocket connections /ws accepted.
+	WebSockets int64 `json:"websockets"`
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +109,8 @@ func (h *handler) serveClient(w http.ResponseWriter, r *http.Request) {
 		h.serveStreaming(w, r)
 	case "/hold":
 		h.serveHold(w, r)
+	case "/ws":
+		h.serveWebSocket(w, r)
 	default:
 		h.serveOther(w, r)
 	}
@@ -188,6 +194,7 @@ func (h *handler) serveStats(w http.ResponseWriter) {
 		LoadInFlight: h.load.InFlight(),
 		LoadPeak:     h.load.Peak(),
 		Refused:      h.load.Refused(),
+		WebSockets:   h.websockets.Load(),
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
