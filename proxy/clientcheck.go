@@ -54,6 +54,9 @@ func (w *watchdog) checkClients(checks []clientCheck) []clientCheck {
 // (an in-memory one in tests), or is wrapped without a way to reach the socket, never counts
 // as gone. A wrapper is unwrapped through its NetConn method.
 func clientGone(c net.Conn) bool {
+	if tc, ok := c.(*tlsConn); ok {
+		return peerClosed(tc.cc)
+	}
 	for range 8 {
 		if sc, ok := c.(syscall.Conn); ok {
 			return socketGone(sc)

@@ -29,6 +29,12 @@ type tlsEnv struct {
 func newTLSEnv(t *testing.T, h fasthttp.RequestHandler, tune func(*configs.Proxy)) *tlsEnv {
 	t.Helper()
 	e, _ := limitsEnv(t, h, tune)
+	return withTLS(t, e)
+}
+
+// withTLS adds the TLS listener to e.
+func withTLS(t *testing.T, e *env) *tlsEnv {
+	t.Helper()
 	pair := certstest.Write(t, t.TempDir(), "shop", certstest.Options{}, "shop.test")
 	set, err := certs.Load([]configs.Certificate{{CertFile: pair.CertFile, KeyFile: pair.KeyFile}}, time.Now())
 	if err != nil {
@@ -182,5 +188,44 @@ func TestTLSIdleTimeout(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(e.p.connMetrics.idleTimeouts); n != 1 {
 		t.Errorf("idle timeouts counted %v, want 1", n)
+	}
+}
+
+// A TLS client that closes its connection (close_notify, then FIN) while its request is being
+// forwarded ends the forward within a second, as a plain one does: the close_notify bytes
+// waiting on the socket must not pass for a client that is still there.
+func TestTLSClientGoneEndsForward(t *testing.T) {
+	sb := startStallBackend(t, false)
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b2", Address: sb.addr}})
+	e := withTLS(t, newEnv(t, cfg, "b2"))
+	rc := e.dialTLS(t)
+	if _, err := rc.c.Write([]byte("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	<-sb.arrived
+	b2 := backendOf(t, e.bal, "b2")
+	if n := b2.InFlight(); n != 1 {
+		t.Fatalf("in flight = %d, want 1", n)
+	}
+	start := time.Now()
+	_ = rc.c.Close() // sends close_notify first
+	waitFor(t, "the lease to be released", func() bool { return b2.InFlight() == 0 })
+	released := time.Since(start)
+	backendClosed := (<-sb.closed).Sub(start)
+	if released > time.Second || backendClosed > time.Second {
+		t.Errorf("forward ended %v / %v after the TLS client left, want within 1s", released, backendClosed)
+	}
+}
+
+// The client check leaves alone a TLS client that is still there while its backend takes
+// several checks to answer.
+func TestTLSClientCheckIgnoresLiveClients(t *testing.T) {
+	e := newTLSEnv(t, func(ctx *fasthttp.RequestCtx) {
+		deadline := time.NewTimer(5 * clientCheckEvery * watchdogTick)
+		<-deadline.C
+		ctx.SetBodyString("late but fine")
+	}, func(*configs.Proxy) {})
+	if r := e.dialTLS(t).exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 || r.body != "late but fine" {
+		t.Fatalf("got %v, want 200 late but fine", r)
 	}
 }

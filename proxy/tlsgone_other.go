@@ -1,0 +1,8 @@
+//go:build !linux
+
+package proxy
+
+import "syscall"
+
+// peerClosed is socketGone off Linux.
+func peerClosed(sc syscall.Conn) bool { return socketGone(sc) }
