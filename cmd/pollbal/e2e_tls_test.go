@@ -192,6 +192,15 @@ func TestEndToEndTLS(t *testing.T) {
 		}
 	})
 
+	t.Run("moving the TLS listener needs a restart", func(t *testing.T) {
+		moved := strings.ReplaceAll(tlsConfig(token, "LISTEN", "1.2", be.addr, a, b), "TLSLISTEN", freePort(t))
+		writeInPlace(t, pb.cfgPath, fillAddrs(moved, pb.listen, pb.admin))
+		if ans := postReload(t, pb, ""); ans.Reason != "restart_required" || !strings.Contains(ans.Error, "tls.listen: changing "+tlsAddr) {
+			t.Errorf("answer %+v, want restart_required for tls.listen", ans)
+		}
+		wantServed(t, "b.e2e.test", "b.e2e.test")
+	})
+
 	t.Run("a valid reload swaps certificates and min_version", func(t *testing.T) {
 		writeInPlace(t, pb.cfgPath, fillAddrs(config("1.3", b, a), pb.listen, pb.admin))
 		if ans := postReload(t, pb, ""); ans.code != 200 {
