@@ -286,3 +286,38 @@ func TestTLSShutdown(t *testing.T) {
 		t.Errorf("Shutdown = %v", err)
 	}
 }
+
+// A WebSocket upgrade works over TLS: the 101 and the echoed bytes go through the TLS
+// connection, the lease is held while it is open and released when the client closes.
+func TestTLSUpgrade(t *testing.T) {
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: wsBackendAddr(t)}})
+	e := withTLS(t, newEnv(t, cfg, "b1"))
+	b := backendOf(t, e.bal, "b1")
+	rc := e.dialTLS(t)
+	if _, err := rc.c.Write([]byte(wsHandshake)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "websocket" {
+		t.Fatalf("answer %d %v, want the backend's 101", resp.StatusCode, resp.Header)
+	}
+	for _, msg := range []string{"first", "hello over tls"} {
+		if msg != "first" {
+			if _, err := rc.c.Write([]byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(rc.br, got); err != nil || string(got) != msg {
+			t.Fatalf("read %q, %v; want %q", got, err, msg)
+		}
+	}
+	if n := b.InFlight(); n != 1 {
+		t.Errorf("in flight %d while upgraded, want 1", n)
+	}
+	_ = rc.c.Close()
+	waitFor(t, "lease released after the TLS client closed", func() bool { return b.InFlight() == 0 })
+}
