@@ -38,8 +38,18 @@ type fleetDecision struct {
 
 // fleetLimit computes how many requests this instance may have in flight on a backend: with a
 // fresh report, the backend's capacity minus what the other instances had in progress when it
-// answered (max(0, capacity - max(0, reported - mine_then))); without one, an equal share,
+// answered, max(0, capacity - max(0, reported - mine_then)); without one, an equal share,
 // ceil(capacity / instances). It is a pure function.
+//
+// One rule is added to that, for fleets (instances > 1): when the report shows the backend full
+// and this instance holding more than an equal share and more than all the others together, its
+// limit is one below what it held (it gives one slot back until its next report). Without it,
+// an instance that took the whole backend while the others were idle would keep it: a newcomer's
+// limit is capacity - (what the busy one holds) = 0, the busy one's stays the capacity, and
+// nothing would ever change while the busy one keeps the backend full. With it, the slot it
+// leaves free shows in the newcomer's next report, the newcomer takes it, and the busy one's
+// next report counts the newcomer's requests; it goes on one slot per interval until no
+// instance holds more than the others together (or more than an equal share).
 func fleetLimit(in fleetInput) fleetDecision {
 	capacity := max(in.Configured, 0)
 	n := int64(max(in.Instances, 1))
@@ -51,7 +61,12 @@ func fleetLimit(in fleetInput) fleetDecision {
 		capacity = r.Capacity
 	}
 	others := max(0, r.InFlight-r.MineThen)
-	return fleetDecision{Capacity: capacity, Limit: max(0, capacity-others), Fresh: true}
+	limit := capacity - others
+	if n > 1 && r.InFlight >= capacity && r.MineThen > (capacity+n-1)/n && others < r.MineThen {
+		// Full, and this instance holds more than its share: one slot back (see above).
+		limit = min(limit, r.MineThen-1)
+	}
+	return fleetDecision{Capacity: capacity, Limit: max(0, limit), Fresh: true}
 }
 
 // reportStale reports whether a report that arrived at `at` is older than reportMaxAge
@@ -139,4 +154,23 @@ func (b *Balancer) refreshLimit(rt *Backend) {
 		return
 	}
 	rt.limit.Store(d.Limit)
+}
+
+// backendFull lowers the limit of a backend that refused l as full to what this instance has in
+// flight on it without l, until its next report: the refusal says the backend is full now, so
+// sending more before that report would only be refused again. Lowering a limit is always safe
+// for the block hints (hints.go).
+func (s *Snapshot) backendFull(l Lease) {
+	rt := l.Backend
+	m := s.byID[rt.ID]
+	if m == nil || m.b != rt {
+		return
+	}
+	next := max(0, rt.InFlight()-1)
+	for {
+		cur := rt.limit.Load()
+		if next >= cur || rt.limit.CompareAndSwap(cur, next) {
+			return
+		}
+	}
 }

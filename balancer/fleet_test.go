@@ -53,22 +53,62 @@ func TestFleetLimit(t *testing.T) {
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{InFlight: 1, At: t0, MineThen: 4}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
-		{name: "others over capacity: limit 0, never negative",
+		{name: "others hold it all: nothing left",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 8, At: t0, MineThen: 0}},
+			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
+		{name: "others over capacity: 0, never negative",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{InFlight: 12, At: t0, MineThen: 1}},
 			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
+		{name: "full, holding it all while others are idle: one slot back",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 8, At: t0, MineThen: 8}},
+			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
+		{name: "full, holding more than a share and than the others together: one slot back",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 8, At: t0, MineThen: 5}},
+			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true}},
+		{name: "full, holding no more than the others together: keeps it",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 8, At: t0, MineThen: 4}},
+			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true}},
+		{name: "full, holding an equal share: keeps it",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 8, At: t0, MineThen: 3}},
+			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
+		{name: "not full: no slot back",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 7, At: t0, MineThen: 7}},
+			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
+		{name: "one instance alone: others' load leaves what is left, down to 0",
+			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 9, At: t0, MineThen: 0}},
+			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
+		{name: "more instances than capacity: no floor",
+			in: fleetInput{Configured: 2, Instances: 5, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 2, At: t0, MineThen: 0}},
+			want: fleetDecision{Capacity: 2, Limit: 0, Fresh: true}},
 		{name: "reported capacity wins over the configured one",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{InFlight: 10, Capacity: 32, At: t0, MineThen: 4}},
 			want: fleetDecision{Capacity: 32, Limit: 26, Fresh: true}},
 		{name: "reported capacity below the configured one wins too",
-			in: fleetInput{Configured: 100, Instances: 2, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 100, Instances: 1, Now: t0, Interval: sec,
 				Report: &Load{InFlight: 3, Capacity: 4, At: t0}},
 			want: fleetDecision{Capacity: 4, Limit: 1, Fresh: true}},
+		{name: "a lone instance never gives a slot back",
+			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 8, At: t0, MineThen: 8}},
+			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
+		{name: "the share follows the reported capacity",
+			in: fleetInput{Configured: 100, Instances: 2, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 4, Capacity: 4, At: t0, MineThen: 4}},
+			want: fleetDecision{Capacity: 4, Limit: 3, Fresh: true}},
 		{name: "report exactly 3 intervals old is still fresh",
-			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 6, At: t0.Add(-3 * sec)}},
-			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true}},
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 3, At: t0.Add(-3 * sec)}},
+			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true}},
 		{name: "report older than 3 intervals counts as none (its capacity too)",
 			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: sec,
 				Report: &Load{InFlight: 6, Capacity: 40, At: t0.Add(-3*sec - time.Millisecond)}},
@@ -78,9 +118,9 @@ func TestFleetLimit(t *testing.T) {
 				Report: &Load{InFlight: 6, At: t0.Add(-time.Second)}},
 			want: fleetDecision{Capacity: 8, Limit: 4}},
 		{name: "a report from the future (clock step) is fresh",
-			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 6, At: t0.Add(time.Minute)}},
-			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true}},
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 3, At: t0.Add(time.Minute)}},
+			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -311,6 +351,34 @@ func TestFleetLimitSchedules(t *testing.T) {
 			Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}, Load: &Load{InFlight: 4, At: l.At}})
 		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 0 {
 			t.Fatalf("mine_then %d, want 0 (taken when the report first arrived)", got)
+		}
+	})
+	t.Run("a refusal lowers the limit to what is in flight until the next report", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		f.observe("a", &Load{InFlight: 0}) // a: limit 8
+		s := f.bal.Snapshot()
+		except := &Tried{n: 1, bs: [maxTried]*Backend{s.byID["b"].b}}
+		var ls []Lease
+		for range 3 {
+			l, err := s.Acquire(s.AppByName("www"), except)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls = append(ls, l)
+		}
+		ls[2].Full() // the backend refused the third
+		ls[2].Release()
+		defer release(ls[:2])
+		if got := f.limit("a"); got != 2 {
+			t.Fatalf("after the refusal: limit %d, want the 2 still in flight", got)
+		}
+		if got := testutil.ToFloat64(f.bal.metrics.full.WithLabelValues("a")); got != 1 {
+			t.Fatalf("pollbal_backend_full_total{backend=a} = %v, want 1", got)
+		}
+		f.now = f.now.Add(time.Second)
+		f.observe("a", &Load{InFlight: 2})
+		if got := f.limit("a"); got != 8 {
+			t.Fatalf("after the next report: limit %d, want 8 again", got)
 		}
 	})
 	t.Run("state and metric show the limit and the report", func(t *testing.T) {

@@ -62,6 +62,7 @@ func (l Lease) Succeeded() {
 // doing any work: counted, but not a failed forward, so it never leads to an ejection.
 func (l Lease) Full() {
 	l.Backend.full.Inc()
+	l.snap.backendFull(l)
 }
 
 // Failed records a forward that could not reach the backend; eject_after consecutive failures
