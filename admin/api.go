@@ -36,6 +36,8 @@ type call struct {
 	method string // the one method the action accepts
 	pool   string // requested pool of a move, for the audit line
 	force  bool   // a reload with ?force=true, for the audit line
+	// revision is the shared store's revision of a committed move, for the audit line
+	revision int64
 }
 
 // result is an admin API answer: a status and a JSON body.
@@ -72,6 +74,9 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	if res.code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pollbal admin"`)
 	}
+	if e, ok := res.body.(errorBody); ok && e.Reason == ReasonStoreUnavailable {
+		w.Header().Set("X-Pollbal-Reason", e.Reason)
+	}
 	writeJSON(w, res.code, res.body)
 	attrs := []slog.Attr{
 		slog.String("remote", r.RemoteAddr),
@@ -82,6 +87,9 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.pool != "" {
 		attrs = append(attrs, slog.String("pool", c.pool))
+	}
+	if c.revision != 0 {
+		attrs = append(attrs, slog.Int64("revision", c.revision))
 	}
 	if c.action == actionReload && c.force {
 		attrs = append(attrs, slog.Bool("force", true))
@@ -132,8 +140,14 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, c *call, found
 	case actionListPools:
 		return result{code: http.StatusOK, body: map[string]any{"pools": s.bal.Pools()}}
 	case actionMove:
-		return s.move(c, body)
+		return s.move(r.Context(), c, body)
 	case actionClear:
+		if s.store != nil {
+			if _, moved := s.bal.Overrides()[c.target]; !moved && !s.bal.Known(c.target) {
+				return fail(http.StatusNotFound, "unknown backend %q", c.target)
+			}
+			return s.storeMove(r.Context(), c, "")
+		}
 		return s.clear(c.target)
 	default:
 		force, err := parseForce(r.URL.RawQuery)
@@ -159,7 +173,7 @@ type poolAnswer struct {
 
 // move persists the new override set, then applies it (SPEC §6): when the state file cannot be
 // written nothing changes.
-func (s *Server) move(c *call, body []byte) result {
+func (s *Server) move(ctx context.Context, c *call, body []byte) result {
 	var req moveRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -172,6 +186,9 @@ func (s *Server) move(c *call, body []byte) result {
 	}
 	if !s.bal.Known(c.target) {
 		return fail(http.StatusNotFound, "unknown backend %q", c.target)
+	}
+	if s.store != nil {
+		return s.storeMove(ctx, c, c.pool)
 	}
 	s.moveMu.Lock()
 	defer s.moveMu.Unlock()

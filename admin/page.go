@@ -13,6 +13,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/store"
 )
 
 //go:embed status.html
@@ -24,6 +25,7 @@ const maxPageEvents = 100
 // pageView is what the status page template renders.
 type pageView struct {
 	State     balancer.State
+	Store     store.Status // where admin moves are kept
 	Pools     []poolView
 	Events    []balancer.Event
 	PoolNames []string // suggestions for the move form
@@ -125,6 +127,7 @@ func nonce() string {
 
 func (s *Server) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
 	v := buildView(s.bal.State(), time.Now(), s.refresh)
+	v.Store = s.storeStatus()
 	v.Nonce = nonce()
 	var buf bytes.Buffer
 	if err := s.page.Execute(&buf, v); err != nil {

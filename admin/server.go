@@ -28,6 +28,9 @@ type Options struct {
 	Gatherer  prometheus.Gatherer // served at /metrics
 	TokenFile string              // bearer token for /admin/*; "" → /admin/* answers 403
 	StateFile string              // persisted overrides; "" → in memory only
+	// Store, when set, is the shared store of moves: PUT/DELETE write it, and StateFile is
+	// the cache of what was read from it (ApplyStore).
+	Store MoveStore
 	// Reload is POST /admin/reload (same as SIGHUP; ?force=true passes force); nil → 501. A
 	// rejection's reason (configs.ReasonOf) is answered and audited.
 	Reload func(ctx context.Context, force bool) error
@@ -51,6 +54,7 @@ type Server struct {
 	page     *template.Template
 	handler  http.Handler
 	settings atomic.Pointer[settings]
+	store    MoveStore // nil: moves are local (state file or memory)
 
 	// moveMu serialises moves and settings changes, so the state file and the balancer's
 	// overrides always agree.
@@ -79,7 +83,7 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bal: o.Balancer, reload: o.Reload, log: o.Logger, refresh: o.Refresh, page: page}
+	s := &Server{bal: o.Balancer, reload: o.Reload, log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
 	s.settings.Store(&settings{digest: digest, stateFile: o.StateFile})
 
 	mux := http.NewServeMux()
@@ -130,7 +134,7 @@ func (s *Server) Update(tokenFile, stateFile string) error {
 }
 
 func (s *Server) serveState(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.bal.State())
+	writeJSON(w, http.StatusOK, stateAnswer{State: s.bal.State(), Store: s.storeStatus()})
 }
 
 func serveHealthz(w http.ResponseWriter, _ *http.Request) {

@@ -24,6 +24,8 @@ var specMetrics = []string{
 	"pollbal_config_reloads_rejected_total",
 	// SPEC §9.1
 	"pollbal_backend_limit",
+	// SPEC §9.2
+	"pollbal_store_up",
 }
 
 // TestEndToEndMetrics scrapes the real binary's /metrics after traffic that exercises every

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"pollbal/configs"
 	"pollbal/poller"
 	"pollbal/proxy"
+	"pollbal/store"
 	"pollbal/warning"
 )
 
@@ -32,6 +34,7 @@ type server struct {
 	reg  *prometheus.Registry
 
 	reloadOK       prometheus.Gauge
+	storeUp        prometheus.Gauge
 	reloadRejected *prometheus.CounterVec
 
 	mu  sync.Mutex // serialises reloads
@@ -43,6 +46,7 @@ type server struct {
 	proxy  *proxy.Proxy
 	admin  *admin.Server
 	certs  *certs.Store // nil without tls.listen
+	moves  *store.Etcd  // nil without admin.store.etcd
 
 	proxyLn, tlsLn, adminLn net.Listener // proxyLn is nil when listen is "", tlsLn without TLS
 }
@@ -101,11 +105,19 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var moveStore admin.MoveStore
+	if err := s.newMoveStore(cfg, overrides); err != nil {
+		return nil, err
+	}
+	if s.moves != nil {
+		moveStore = s.moves
+	}
 	s.admin, err = admin.New(admin.Options{
 		Balancer: s.bal, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile, StateFile: cfg.Admin.StateFile,
-		Reload: s.reload, Logger: log,
+		Store: moveStore, Reload: s.reload, Logger: log,
 	})
 	if err != nil {
+		s.closeMoveStore()
 		return nil, err
 	}
 	if cfg.TLS.Listen != "" {
@@ -117,6 +129,7 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	}
 	raiseFileLimit(log, filesNeeded(cfg))
 	if err := s.listen(cfg); err != nil {
+		s.closeMoveStore()
 		return nil, err
 	}
 	return s, nil
@@ -204,6 +217,11 @@ func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = s.poll.Run(pollCtx) }()
+	if s.moves != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.moves.Run(pollCtx) }()
+		defer s.closeMoveStore()
+	}
 	if s.proxyLn != nil {
 		go func() { errs <- s.proxy.Serve(s.proxyLn) }()
 	}
@@ -261,6 +279,9 @@ func (s *server) checkStatic(cfg *configs.Config) error {
 	}
 	if cfg.TLS.Listen != s.cfg.TLS.Listen {
 		errs = append(errs, fmt.Errorf("tls.listen: changing %s to %s needs a restart", orOff(s.cfg.TLS.Listen), orOff(cfg.TLS.Listen)))
+	}
+	if !reflect.DeepEqual(cfg.Admin.Store, s.cfg.Admin.Store) {
+		errs = append(errs, errors.New("admin.store: changing the store of moves needs a restart"))
 	}
 	if cfg.Site != s.cfg.Site {
 		errs = append(errs, fmt.Errorf("site: changing %s to %s needs a restart", s.cfg.Site, cfg.Site))

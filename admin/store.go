@@ -1,0 +1,104 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"pollbal/balancer"
+	"pollbal/store"
+)
+
+// ReasonStoreUnavailable is the reason (X-Pollbal-Reason and the JSON "reason") of a move that
+// was refused because the shared store cannot be reached.
+const ReasonStoreUnavailable = "store_unavailable"
+
+// applyWait bounds how long a move waits, after etcd committed it, for this instance's watch to
+// apply it before answering.
+const applyWait = 2 * time.Second
+
+// MoveStore is a shared store of moves (etcd): moves are written to it and come back through
+// ApplyStore on every instance.
+type MoveStore interface {
+	// Put and Delete write a move and return its revision once committed; an error wrapping
+	// store.ErrUnavailable means nothing changed.
+	Put(ctx context.Context, id, pool string) (int64, error)
+	Delete(ctx context.Context, id string) (int64, error)
+	// WaitApplied waits until this instance applied revision rev.
+	WaitApplied(ctx context.Context, rev int64) bool
+	Status() store.Status
+}
+
+// stateAnswer is GET /api/state: the balancer's state and the store's.
+type stateAnswer struct {
+	balancer.State
+	Store store.Status `json:"store"`
+}
+
+// storeStatus reports the store of moves: etcd's own status, else the state file (or memory).
+func (s *Server) storeStatus() store.Status {
+	if s.store != nil {
+		return s.store.Status()
+	}
+	if s.settings.Load().stateFile != "" {
+		return store.Status{Kind: store.KindFile, Up: true}
+	}
+	return store.Status{Kind: store.KindMemory, Up: true}
+}
+
+// storeMove writes a move (pool "" drops it) to the shared store and answers once this
+// instance applied it.
+func (s *Server) storeMove(ctx context.Context, c *call, pool string) result {
+	var rev int64
+	var err error
+	if pool == "" {
+		rev, err = s.store.Delete(ctx, c.target)
+	} else {
+		rev, err = s.store.Put(ctx, c.target, pool)
+	}
+	if err != nil {
+		if !errors.Is(err, store.ErrUnavailable) {
+			return fail(http.StatusInternalServerError, "nothing changed: %v", err)
+		}
+		return result{code: http.StatusServiceUnavailable, body: errorBody{
+			Error:  "the shared store of moves cannot be reached; nothing changed: " + err.Error(),
+			Reason: ReasonStoreUnavailable,
+		}}
+	}
+	c.revision = rev
+	wctx, cancel := context.WithTimeout(ctx, applyWait)
+	defer cancel()
+	if !s.store.WaitApplied(wctx, rev) {
+		s.log.Warn("a committed move was not applied here in time; it applies when the watch delivers it",
+			"backend", c.target, "revision", rev)
+	}
+	if pool == "" && !s.bal.Known(c.target) {
+		return result{code: http.StatusOK, body: poolAnswer{ID: c.target}}
+	}
+	return s.answer(c.target)
+}
+
+// ApplyStore applies the moves read from the shared store: the balancer takes the whole set,
+// the state file keeps it as the cache used at the next start, and each change is written to
+// the log as an audit line with its revision.
+func (s *Server) ApplyStore(u store.Update) {
+	s.moveMu.Lock()
+	defer s.moveMu.Unlock()
+	s.bal.ReplaceOverrides(u.Moves)
+	if path := s.settings.Load().stateFile; path != "" {
+		if err := SaveState(path, u.Moves); err != nil {
+			s.log.Error("cannot write the cache of shared moves to the state file", "state_file", path, "err", err)
+		}
+	}
+	for _, c := range u.Changes {
+		action := actionMove
+		if c.Pool == "" {
+			action = actionClear
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "admin move applied",
+			slog.String("source", store.KindEtcd), slog.String("action", action), slog.String("target", c.ID),
+			slog.String("pool", c.Pool), slog.Int64("revision", c.Revision), slog.Bool("resync", u.Resync))
+	}
+}

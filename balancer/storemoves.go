@@ -1,0 +1,93 @@
+package balancer
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"pollbal/configs"
+)
+
+// AlarmStoreUnavailable is the alarm raised when the shared store of moves cannot be reached.
+const AlarmStoreUnavailable = "store_unavailable"
+
+// ReplaceOverrides sets the whole set of admin overrides at once (the moves read from a shared
+// store). A move for a backend id that is not configured here is kept and applies when the
+// backend appears; one with an invalid pool name is dropped and logged. It reports whether the
+// set changed.
+func (b *Balancer) ReplaceOverrides(moves map[string]string) bool {
+	next := make(map[string]string, len(moves))
+	for id, pool := range moves {
+		if !configs.ValidPoolName(pool) {
+			b.log.Warn("ignoring a shared move with an invalid pool name", "backend", id, "pool", pool)
+			continue
+		}
+		next[id] = pool
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if maps.Equal(b.overrides, next) {
+		return false
+	}
+	old := b.overrides
+	b.overrides = next
+	b.rebuildLocked()
+	for _, id := range slices.Sorted(maps.Keys(next)) {
+		if old[id] != next[id] {
+			b.events.Add("admin_move", fmt.Sprintf("backend %s moved to pool %s (shared store)", id, next[id]))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(old)) {
+		if _, ok := next[id]; !ok {
+			b.events.Add("admin_move", fmt.Sprintf("backend %s returned to its configured pool (shared store)", id))
+		}
+	}
+	return true
+}
+
+// StoreUnavailable raises the store_unavailable alarm: logged, shown in the events and posted
+// to the webhook, at most once per dedup window.
+func (b *Balancer) StoreUnavailable(why string) {
+	b.alarms.storeUnavailable(b.Snapshot().cfg.Site, why)
+}
+
+// StoreAlarm is the JSON body POSTed to alarms.webhook when the store cannot be reached.
+type StoreAlarm struct {
+	Alarm  string `json:"alarm"` // store_unavailable
+	Site   string `json:"site"`
+	Reason string `json:"reason"`
+	Time   string `json:"time"`
+}
+
+func (a *alarms) storeUnavailable(site, why string) {
+	key := [3]string{AlarmStoreUnavailable}
+	a.mu.Lock()
+	if !a.due(a.lastAlarm, key) {
+		a.mu.Unlock()
+		return
+	}
+	webhook := a.cfg.Webhook
+	a.mu.Unlock()
+	a.log.Warn(AlarmStoreUnavailable, "err", why)
+	a.events.Add(AlarmStoreUnavailable, "the shared store of moves cannot be reached: "+why)
+	if webhook == "" {
+		return
+	}
+	body, err := json.Marshal(StoreAlarm{Alarm: AlarmStoreUnavailable, Site: site, Reason: why, Time: a.now().UTC().Format("2006-01-02T15:04:05Z07:00")})
+	if err != nil {
+		a.log.Error("alarm encoding failed", "err", err)
+		return
+	}
+	select {
+	case a.sem <- struct{}{}:
+	default:
+		a.log.Warn("alarm webhook busy; alarm not delivered", "alarm", AlarmStoreUnavailable)
+		return
+	}
+	a.wg.Add(1)
+	go func() {
+		defer func() { <-a.sem; a.wg.Done() }()
+		a.deliver(webhook, body)
+	}()
+}
