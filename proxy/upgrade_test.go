@@ -253,3 +253,54 @@ func TestUpgradeRefused(t *testing.T) {
 		t.Errorf("h2c upgrade: %v, want 501 %s", r, reasonUpgradeUnsupported)
 	}
 }
+
+// TestUpgradeAbandoned covers a client connection that is closed after the backend's 101 but
+// before fasthttp hands it over: the session ends there (lease released, backend connection
+// closed), and the hand-over that may still come finds nothing to do.
+func TestUpgradeAbandoned(t *testing.T) {
+	e, b := upgradeEnv(t, func(*configs.Proxy) {})
+	snap := e.bal.Snapshot()
+	lease, err := snap.Acquire(snap.Route([]byte("shop.test")), &balancer.Tried{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := e.p.upstreams.get(snap, lease.Backend).pool.get(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newListener(tcp, e.p)
+	defer l.Close()
+	dialed, err := net.Dial("tcp4", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dialed.Close()
+	nc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := nc.(*clientConn)
+	s := &upgradeSession{p: e.p, bc: bc, lease: lease, head: []byte("HTTP/1.1 101 Switching Protocols\r\n\r\n"), cc: cc}
+	cc.upgrade.Store(s)
+	e.p.upgrades.add(s)
+	if b.InFlight() != 1 || e.p.upgrades.len() != 1 {
+		t.Fatalf("before: in flight %d, %d sessions; want 1 and 1", b.InFlight(), e.p.upgrades.len())
+	}
+
+	_ = cc.Close()
+	if b.InFlight() != 0 || e.p.upgrades.len() != 0 {
+		t.Errorf("after the close: in flight %d, %d sessions; want 0 and 0", b.InFlight(), e.p.upgrades.len())
+	}
+	s.serve(nc) // a late hand-over
+	_ = dialed.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got, err := io.ReadAll(dialed); err != nil || len(got) != 0 {
+		t.Errorf("the client read %q, %v; want the connection closed with nothing written", got, err)
+	}
+	if b.InFlight() != 0 {
+		t.Errorf("in flight %d after the late hand-over, want 0 (released once)", b.InFlight())
+	}
+}

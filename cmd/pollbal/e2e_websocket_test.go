@@ -42,7 +42,8 @@ func echo(t *testing.T, ctx context.Context, c *websocket.Conn, msg string) {
 }
 
 // TestWebSocketEchoHoldsLease: messages echo through pollbal; the backend's in_flight in
-// /api/state is 1 while the socket is open and 0 once it is closed.
+// /api/state is 1 while the socket is open and 0 once it is closed; the socket counts as a
+// client connection meanwhile.
 func TestWebSocketEchoHoldsLease(t *testing.T) {
 	s := startStreamSetup(t, "{}")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -58,15 +59,21 @@ func TestWebSocketEchoHoldsLease(t *testing.T) {
 	if n := s.inFlight(t); n != 1 {
 		t.Errorf("in_flight %d while the socket is open, want 1", n)
 	}
-	if m := s.pb.metrics(t); !strings.Contains(m, "\npollbal_upgraded_connections 1\n") {
+	m := s.pb.metrics(t)
+	if !strings.Contains(m, "\npollbal_upgraded_connections 1\n") {
 		t.Errorf("metrics do not show one upgraded connection:\n%s", grepLines(m, "upgraded"))
+	}
+	// The socket is the only connection on the client listener, and still counts as one.
+	if !strings.Contains(m, "\npollbal_client_connections 1\n") {
+		t.Errorf("metrics do not count the socket as a client connection:\n%s", grepLines(m, "client_connections"))
 	}
 	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
 		t.Fatalf("close handshake through pollbal: %v", err)
 	}
 	waitFor(t, 5*time.Second, "in_flight 0 after the close", func() bool { return s.inFlight(t) == 0 })
-	waitFor(t, 5*time.Second, "no upgraded connection in the metrics", func() bool {
-		return strings.Contains(s.pb.metrics(t), "\npollbal_upgraded_connections 0\n")
+	waitFor(t, 5*time.Second, "no upgraded or client connection in the metrics", func() bool {
+		m := s.pb.metrics(t)
+		return strings.Contains(m, "\npollbal_upgraded_connections 0\n") && strings.Contains(m, "\npollbal_client_connections 0\n")
 	})
 }
 
