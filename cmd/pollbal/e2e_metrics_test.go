@@ -23,7 +23,7 @@ var specMetrics = []string{
 	"pollbal_client_connections_refused_total",
 	"pollbal_config_reloads_rejected_total",
 	// SPEC §9.1
-	"pollbal_backend_limit",
+	"pollbal_backend_limit", "pollbal_backend_full_total", "pollbal_load_report_errors_total",
 	// SPEC §9.2
 	"pollbal_store_up",
 }

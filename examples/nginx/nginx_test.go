@@ -308,6 +308,13 @@ func TestRender(t *testing.T) {
 			wantCode: 0,
 			want:     []string{"listen 127.0.0.1:18081;", "/pool\";", "/lock\";", "pool-warning.cgi\";", "Cache-Control \"no-store\""},
 		},
+		{
+			name:     "with a capacity",
+			args:     []string{"--listen", "127.0.0.1:18081", "--capacity", "8"},
+			wantCode: 0,
+			want:     []string{"limit_conn inprogress 8; limit_conn_status 503; error_page 503 @full;", "add_header X-Pool-Full 1 always;"},
+		},
+		{name: "capacity not a number", args: []string{"--listen", "127.0.0.1:1", "--capacity", "8;"}, wantCode: 2},
 		{name: "missing listen", args: nil, wantCode: 2},
 		{name: "listen without port", args: []string{"--listen", "127.0.0.1"}, wantCode: 2},
 		{name: "unknown flag", args: []string{"--listen", "127.0.0.1:1", "--nope", "x"}, wantCode: 2},

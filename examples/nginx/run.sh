@@ -23,6 +23,8 @@ Flags:
   --lock-file FILE    lock touched by POST /pool_warning (default: DIR/lock)
   --cgi FILE          the /pool_warning CGI (default: scripts/pool-warning.cgi of this tree)
   --user USER         worker user when started as root (default: the current user)
+  --capacity N        refuse requests past N in progress at once with 503 + X-Pool-Full
+                      (default 0: no limit); set the same capacity in pollbal's configuration
   -h, --help          show this help
 USAGE
 }
@@ -69,13 +71,14 @@ pool_file=''
 lock_file=''
 cgi=$(cd -- "$HERE/../../scripts" && pwd)/pool-warning.cgi
 user=$(id -un)
+capacity=0
 while (($# > 0)); do
 	case $1 in
 	-h | --help)
 		usage
 		exit 0
 		;;
-	--prefix | --listen | --pool-file | --lock-file | --cgi | --user)
+	--prefix | --listen | --pool-file | --lock-file | --cgi | --user | --capacity)
 		(($# > 1)) || die_usage "$1 needs a value"
 		case $1 in
 		--prefix) prefix=$2 ;;
@@ -84,6 +87,7 @@ while (($# > 0)); do
 		--lock-file) lock_file=$2 ;;
 		--cgi) cgi=$2 ;;
 		--user) user=$2 ;;
+		--capacity) capacity=$2 ;;
 		esac
 		shift 2
 		;;
@@ -92,6 +96,7 @@ while (($# > 0)); do
 done
 [[ -n $prefix ]] || die_usage "--prefix is required"
 [[ $listen =~ ^[^[:space:]\;]+:[0-9]+$ ]] || die_usage "--listen must be host:port"
+[[ $capacity =~ ^[0-9]{1,9}$ ]] || die_usage "--capacity must be a number"
 
 prefix=$(abspath "$prefix")
 pool_file=$(abspath "${pool_file:-$prefix/pool}")
@@ -102,6 +107,11 @@ socket=$prefix/run/fcgiwrap.sock
 for p in "$prefix" "$pool_file" "$lock_file" "$cgi"; do
 	[[ $p != *[\"\;[:space:]]* ]] || die_usage "path must not contain quotes, semicolons or spaces: $p"
 done
+
+limit_line="# no --capacity: requests are not limited"
+if ((10#$capacity > 0)); then
+	limit_line="limit_conn inprogress $((10#$capacity)); limit_conn_status 503; error_page 503 @full;"
+fi
 
 user_line=
 if ((EUID == 0)); then
@@ -119,6 +129,7 @@ sed -e "s|@PREFIX@|$(sed_escape "$prefix")|g" \
 	-e "s|@CGI@|$(sed_escape "$cgi")|g" \
 	-e "s|@FCGI_SOCKET@|$(sed_escape "$socket")|g" \
 	-e "s|@USER_LINE@|$(sed_escape "$user_line")|g" \
+	-e "s|@LIMIT_CONN@|$(sed_escape "$limit_line")|g" \
 	"$HERE/nginx.conf.in" >"$prefix/conf/nginx.conf.tmp"
 mv -f "$prefix/conf/nginx.conf.tmp" "$prefix/conf/nginx.conf"
 log "rendered $prefix/conf/nginx.conf (listen $listen, pool file $pool_file, lock file $lock_file)"
