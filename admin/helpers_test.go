@@ -63,6 +63,7 @@ type fixtureOptions struct {
 	reload    func(ctx context.Context, force bool) error
 	refresh   time.Duration
 	config    *configs.Config // nil → testConfig()
+	store     MoveStore       // nil → moves stay local
 }
 
 // fixture is an admin server on 127.0.0.1 over a real balancer.
@@ -107,6 +108,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	f.srv, err = New(Options{
 		Balancer: bal, Gatherer: f.reg, TokenFile: f.tokenFile, StateFile: f.stateFile,
 		Reload: o.reload, Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Refresh: o.refresh,
+		Store: o.store,
 	})
 	if err != nil {
 		t.Fatal(err)
