@@ -535,7 +535,7 @@ func TestSlowBodyPiecesReachTheClientAtOnce(t *testing.T) {
 // other forward got its backend timeout; and the stall counted against the upload's own
 // backend timeout, blaming the backend for a slow client.
 func TestStalledUploadStallsNothing(t *testing.T) {
-	sink := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("got it") })
+	sink := startStallBackend(t, false) // reads the upload as it comes, never answers
 	slow := startConnBackend(t)
 	cfg := testConfig([]configs.App{
 		{Name: "up", Hosts: []string{"up.test"}},
