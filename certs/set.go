@@ -37,9 +37,6 @@ func newSet(pairs []tls.Certificate) (*Set, error) {
 	return s, nil
 }
 
-// Len is the number of certificates.
-func (s *Set) Len() int { return len(s.pairs) }
-
 // Pick returns the index of the certificate to serve to a client that asked for serverName
 // (SNI): the first certificate naming it exactly, else the first whose wildcard covers it (one
 // label), else the first certificate, the default (also for a client that sends no name).

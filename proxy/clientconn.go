@@ -61,7 +61,7 @@ type clientConn struct {
 	upgrade atomic.Pointer[upgradeSession]
 
 	// secure is the TLS connection on top of this one (TLS listener), nil for plain HTTP; it is
-	// set before the connection is served. Its request bytes are seen decrypted (tlsConn.Read),
+	// set before the connection joins the scanned set and never changes. Its request bytes are seen decrypted (tlsConn.Read),
 	// not here. handshook turns true with the first decrypted byte.
 	secure    *tls.Conn
 	handshook atomic.Bool

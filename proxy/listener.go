@@ -86,8 +86,8 @@ func (l *listener) Accept() (net.Conn, error) {
 			l.p.open.Add(-1)
 			return nil, net.ErrClosed
 		}
-		if l.tls != nil {
-			return serveTLS(cc, l.tls), nil
+		if cc.secure != nil {
+			return &tlsConn{Conn: cc.secure, cc: cc}, nil
 		}
 		return cc, nil
 	}
@@ -148,6 +148,10 @@ func (l *listener) wake() {
 // listener was closed meanwhile: the scanner may have ended.
 func (l *listener) track(nc net.Conn) *clientConn {
 	c := &clientConn{Conn: nc, l: l}
+	if l.tls != nil {
+		// Before the scanner can see c: it reads secure to answer a header timeout.
+		c.secure = tls.Server(c, l.tls)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.isClosed() {

@@ -26,13 +26,6 @@ func (c *tlsConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// serveTLS wraps an accepted, tracked connection in TLS.
-func serveTLS(cc *clientConn, conf *tls.Config) *tlsConn {
-	tc := tls.Server(cc, conf)
-	cc.secure = tc
-	return &tlsConn{Conn: tc, cc: cc}
-}
-
 // trackedConn returns the clientConn under a connection the server hands to pollbal, or nil.
 func trackedConn(nc net.Conn) *clientConn {
 	switch c := nc.(type) {

@@ -32,7 +32,7 @@ func newReloadRejected(reg prometheus.Registerer) *prometheus.CounterVec {
 func (s *server) reload(ctx context.Context, force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cfg, secret, set, err := s.prepareReload(ctx, force)
+	cfg, secret, tlsCerts, err := s.prepareReload(ctx, force)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Shutting down (SIGHUP) or the caller went away (POST) while the file was being read:
 		// nothing was decided about the file.
@@ -53,8 +53,8 @@ func (s *server) reload(ctx context.Context, force bool) error {
 	s.poll.Update(cfg.Poll, targets(cfg))
 	s.sender.Update(cfg.Warning.Timeout, secret)
 	s.proxy.Reload()
-	if set != nil {
-		s.certs.Swap(set.set, set.minVersion)
+	if tlsCerts != nil {
+		s.certs.Swap(tlsCerts.set, tlsCerts.minVersion)
 	}
 	s.cfg = cfg
 	s.reloadOK.Set(1)
