@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -325,4 +326,51 @@ func TestEndToEndEtcdConcurrentWriters(t *testing.T) {
 		t.Errorf("only %d audit lines with a revision, want at least %d", lines, 3*perInstance*2)
 	}
 	t.Logf("%d audit lines checked against etcd's history (last revision %d)", lines, rev)
+}
+
+// TestEndToEndEtcdMoveForAnUnknownBackend: an instance keeps a move for a backend id it does not
+// have (another site's list may differ) and applies it when a reload adds the backend.
+func TestEndToEndEtcdMoveForAnUnknownBackend(t *testing.T) {
+	srv := startEtcd(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.client}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	web1 := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
+	web2 := startBackend(t, "web-2", "127.0.0.1:0", "web serving v1\n")
+	full := etcdFleetConfig(t, srv.client, web1.addr, web2.addr)
+	withoutWeb2 := strings.Replace(full, "  - {id: web-2, address: "+web2.addr+"}\n", "", 1)
+	if withoutWeb2 == full {
+		t.Fatal("etcdFleetConfig changed: cannot drop web-2")
+	}
+	in := startPollbal(t, withoutWeb2)
+	waitFor(t, 10*time.Second, "store up", func() bool { return storeOf(t, in).Up })
+	put, err := cli.Put(context.Background(), etcdPrefix+"moves/web-2", "unassigned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "the move read", func() bool { return storeOf(t, in).Revision >= put.Header.Revision })
+	if !strings.Contains(in.out.String(), "target=web-2 pool=unassigned revision="+strconv.FormatInt(put.Header.Revision, 10)) {
+		t.Fatalf("no audit line for the move of a backend this instance lacks")
+	}
+	if err := os.WriteFile(in.cfgPath, []byte(fillAddrs(full, in.listen, in.admin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in.signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, "web-2 added by the reload, in the pool etcd says", func() bool {
+		var s struct {
+			Backends []struct {
+				ID, Pool   string
+				PoolSource string `json:"pool_source"`
+			} `json:"backends"`
+		}
+		getJSON(t, "http://"+in.admin+"/api/state", &s)
+		for _, b := range s.Backends {
+			if b.ID == "web-2" {
+				return b.Pool == "unassigned" && b.PoolSource == "admin"
+			}
+		}
+		return false
+	})
 }
