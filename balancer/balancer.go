@@ -65,6 +65,7 @@ type Balancer struct {
 	events    *Events
 	alarms    *alarms
 	metrics   *metrics
+	queues    *waitQueues // requests waiting for a slot (queue.go)
 }
 
 // New builds a Balancer from a validated configuration and the persisted overrides.
@@ -103,6 +104,9 @@ func New(o Options) (*Balancer, error) {
 		return nil, err
 	}
 	b.metrics = m
+	if b.queues, err = newWaitQueues(b, o.Registerer); err != nil {
+		return nil, err
+	}
 	b.alarms = newAlarms(o.Config.Alarms, o.Webhook, o.Logger, o.Now, b.events)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -129,7 +133,7 @@ func (b *Balancer) Update(cfg *configs.Config) {
 }
 
 func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
-	syncSlots(b.slots, cfg)
+	syncSlots(b.slots, cfg, b.queues)
 	next := make(map[string]*Backend, len(cfg.Backends))
 	for _, cb := range cfg.Backends {
 		if old := b.backends[cb.ID]; old != nil && old.Address == cb.Address {
@@ -200,6 +204,8 @@ func (b *Balancer) rebuildLocked() {
 	next.storeLimits(now)
 	next.registerAll()
 	b.snap.Store(next)
+	b.queues.touch(next)
+	b.queues.wake() // capacities or candidates may have changed: waiters that fit now go
 }
 
 // Observe applies one check result. Unknown ids are ignored (a reload may have removed the
@@ -262,6 +268,7 @@ func (b *Balancer) Observe(o Observation) {
 	cur := b.snap.Load()
 	if cm := cur.byID[o.ID]; cm != nil && cm.b == rt {
 		cur.refreshPool(cm.pool)
+		b.queues.wake() // a backend that became ready may serve waiters
 	}
 	if h.Ready != old.Ready {
 		if h.Ready {

@@ -80,7 +80,14 @@ func (l Lease) Failed() {
 // back and raises pool_exhausted (deduplicated) when nothing is available. Backends in tried are
 // skipped; a retry (tried not empty) that finds nothing raises no alarm, since the request is
 // answered for the backend it could not reach, not for an exhausted pool.
+//
+// While requests are queued (queue.go), a first try (tried empty) returns ErrNoCandidate at once
+// without an alarm, so that the caller queues behind them rather than taking a slot ahead.
 func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
+	first := tried == nil || tried.n == 0
+	if first && s.bal.queues.waiting.Load() != 0 {
+		return Lease{}, ErrNoCandidate
+	}
 	var now time.Time
 	if s.slowStart > 0 {
 		now = s.bal.now()
@@ -94,7 +101,7 @@ func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
 			return Lease{Backend: b, Pool: app.fallback.pool, Fallback: true, snap: s}, nil
 		}
 	}
-	if tried == nil || tried.n == 0 {
+	if first {
 		s.bal.exhausted(app)
 	}
 	return Lease{}, ErrNoCandidate

@@ -16,6 +16,7 @@ import (
 type slot struct {
 	inFlight atomic.Int64
 	hints    atomic.Pointer[[]hintReg] // block hints of the current candidate sets its backend is in
+	queues   *waitQueues               // the balancer's queues (queue.go); nil in some tests
 }
 
 // retired is the count a slot is set to when the registry forgets it: a pick through an older
@@ -37,9 +38,19 @@ func (s *slot) tryAcquire(limit int64) bool {
 	}
 }
 
-// release returns a lease and raises the spare hints of the blocks the address is in, so a pick
-// never skips a block that now holds more spare than its hint says.
+// release returns a lease. While requests are queued it hands the slot over to them (queue.go);
+// with no queued request this costs one atomic load.
 func (s *slot) release() {
+	if s.queues != nil && s.queues.waiting.Load() != 0 {
+		s.queues.handover(s)
+		return
+	}
+	s.free()
+}
+
+// free returns a lease and raises the spare hints of the blocks the address is in, so a pick
+// never skips a block that now holds more spare than its hint says.
+func (s *slot) free() {
 	n := s.inFlight.Add(-1)
 	if regs := s.hints.Load(); regs != nil {
 		for _, r := range *regs {
@@ -60,12 +71,12 @@ func (s *slot) count() int64 {
 // forgets the slots of addresses cfg no longer lists once nothing is in flight on them: until
 // then they are kept, so that the address coming back finds its leases still counted. The
 // caller holds the balancer's mutex.
-func syncSlots(registry map[string]*slot, cfg *configs.Config) {
+func syncSlots(registry map[string]*slot, cfg *configs.Config, q *waitQueues) {
 	listed := make(map[string]bool, len(cfg.Backends))
 	for _, cb := range cfg.Backends {
 		listed[cb.Address] = true
 		if registry[cb.Address] == nil {
-			registry[cb.Address] = &slot{}
+			registry[cb.Address] = &slot{queues: q}
 		}
 	}
 	for addr, s := range registry {

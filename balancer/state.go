@@ -64,6 +64,7 @@ type PoolState struct {
 	Backends  []string `json:"backends"`
 	Apps      []string `json:"apps"`
 	Scheduled bool     `json:"scheduled"`
+	Queued    int      `json:"queued"` // requests waiting for a slot of the pool now (proxy.queue_timeout)
 }
 
 // State computes the quiet view: the same candidate predicate as scheduling, but it never takes
@@ -123,7 +124,7 @@ func (b *Balancer) pools(s *Snapshot) []PoolState {
 	names := s.poolNames()
 	out := make([]PoolState, 0, len(names))
 	for _, n := range names {
-		p := PoolState{Name: n, Backends: []string{}, Apps: []string{}, Scheduled: s.scheduled(n)}
+		p := PoolState{Name: n, Backends: []string{}, Apps: []string{}, Scheduled: s.scheduled(n), Queued: b.QueueLength(n)}
 		for _, m := range s.members {
 			if m.pool == n {
 				p.Backends = append(p.Backends, m.cfg.ID)

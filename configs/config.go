@@ -92,6 +92,11 @@ type Proxy struct {
 	// UpgradeIdleTimeout closes an upgraded (WebSocket) connection that carried no byte either
 	// way for this long.
 	UpgradeIdleTimeout time.Duration `yaml:"upgrade_idle_timeout"`
+	// QueueTimeout is how long a request that finds every slot of its pool taken waits, in a
+	// FIFO queue, for one to be released; 0 turns the queue off (503 at once).
+	QueueTimeout time.Duration `yaml:"queue_timeout"`
+	// MaxQueue bounds the waiting requests per pool and service; one more is answered 503.
+	MaxQueue int `yaml:"max_queue"`
 	// TrustedProxies are the client networks whose X-Forwarded-*, X-Real-IP and Forwarded
 	// headers are kept (a bare address in the YAML is a one-address prefix).
 	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`

@@ -24,6 +24,7 @@ const (
 	defaultIdleTimeout    = 60 * time.Second
 	defaultShutdown       = 30 * time.Second
 	defaultUpgradeIdle    = time.Hour
+	defaultMaxQueue       = 1000
 	defaultBufferBody     = 64 << 10
 	defaultDedupWindow    = 5 * time.Minute
 	defaultWarningScope   = ScopeVersion
@@ -69,6 +70,7 @@ func Default() *Config {
 			BufferRequestBody: defaultBufferBody,
 
 			UpgradeIdleTimeout: defaultUpgradeIdle,
+			MaxQueue:           defaultMaxQueue,
 		},
 		Alarms: Alarms{DedupWindow: defaultDedupWindow},
 		Fleet:  Fleet{Instances: defaultFleetInstances},

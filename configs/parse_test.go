@@ -105,6 +105,8 @@ proxy:
   shutdown_timeout: 15s
   buffer_request_body: 1024
   upgrade_idle_timeout: 10m
+  queue_timeout: 2s
+  max_queue: 50
   trusted_proxies: ["10.0.0.0/8", "192.168.1.7", "::ffff:10.1.0.0/112"]
 services:
   web:
@@ -151,6 +153,8 @@ tls:
 			MaxConnections: 500, HeaderTimeout: 5 * time.Second, ClientTimeout: 20 * time.Second,
 			IdleTimeout: 30 * time.Second, ShutdownTimeout: 15 * time.Second, BufferRequestBody: 1024,
 			UpgradeIdleTimeout: 10 * time.Minute,
+			QueueTimeout:       2 * time.Second,
+			MaxQueue:           50,
 			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"),
 				netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("10.1.0.0/16")}},
 		Services: map[string]Service{

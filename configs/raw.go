@@ -90,6 +90,8 @@ type (
 		TrustedProxies    []field `yaml:"trusted_proxies"`
 
 		UpgradeIdleTimeout field `yaml:"upgrade_idle_timeout"`
+		QueueTimeout       field `yaml:"queue_timeout"`
+		MaxQueue           field `yaml:"max_queue"`
 	}
 	rawService struct {
 		WarningThreshold field `yaml:"warning_threshold"`
@@ -262,6 +264,8 @@ func (r *rawConfig) config(p *problemList) *Config {
 	cv.duration(r.Proxy.ShutdownTimeout, "proxy.shutdown_timeout", &c.Proxy.ShutdownTimeout)
 	cv.integer(r.Proxy.BufferRequestBody, "proxy.buffer_request_body", &c.Proxy.BufferRequestBody)
 	cv.duration(r.Proxy.UpgradeIdleTimeout, "proxy.upgrade_idle_timeout", &c.Proxy.UpgradeIdleTimeout)
+	cv.duration(r.Proxy.QueueTimeout, "proxy.queue_timeout", &c.Proxy.QueueTimeout)
+	cv.integer(r.Proxy.MaxQueue, "proxy.max_queue", &c.Proxy.MaxQueue)
 	for i, f := range r.Proxy.TrustedProxies {
 		cv.prefix(f, fmt.Sprintf("proxy.trusted_proxies[%d]", i), &c.Proxy.TrustedProxies)
 	}

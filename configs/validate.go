@@ -88,6 +88,10 @@ func (c *Config) validateTop(p *problemList) {
 	positive(p, "proxy.shutdown_timeout", c.Proxy.ShutdownTimeout)
 	atLeast(p, "proxy.buffer_request_body", c.Proxy.BufferRequestBody, 0)
 	positive(p, "proxy.upgrade_idle_timeout", c.Proxy.UpgradeIdleTimeout)
+	if c.Proxy.QueueTimeout < 0 {
+		p.add("proxy.queue_timeout", "must be >= 0 (got %s)", c.Proxy.QueueTimeout)
+	}
+	atLeast(p, "proxy.max_queue", c.Proxy.MaxQueue, 1)
 
 	if c.Alarms.Webhook != "" {
 		if err := checkWebhook(c.Alarms.Webhook); err != nil {

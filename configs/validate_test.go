@@ -13,6 +13,11 @@ func TestValidateRules(t *testing.T) {
 		want   []string
 	}{
 		{name: "site required", mutate: func(c *Config) { c.Site = "" }, want: []string{"site: required"}},
+		{name: "queue timeout negative", mutate: func(c *Config) { c.Proxy.QueueTimeout = -time.Second },
+			want: []string{"proxy.queue_timeout: must be >= 0 (got -1s)"}},
+		{name: "max queue zero", mutate: func(c *Config) { c.Proxy.MaxQueue = 0 },
+			want: []string{"proxy.max_queue: must be >= 1 (got 0)"}},
+		{name: "queue on", mutate: func(c *Config) { c.Proxy.QueueTimeout = 2 * time.Second; c.Proxy.MaxQueue = 1 }},
 		{name: "site grammar", mutate: func(c *Config) { c.Site = "eu west" },
 			want: []string{`site: "eu west" must match [A-Za-z0-9][A-Za-z0-9_.-]{0,63}`}},
 		{name: "site too long", mutate: func(c *Config) { c.Site = strings.Repeat("a", 65) },
@@ -281,6 +286,7 @@ func TestValidateDoesNotPanic(t *testing.T) {
 			"proxy.idle_timeout: must be > 0 (got 0s)",
 			"proxy.shutdown_timeout: must be > 0 (got 0s)",
 			"proxy.upgrade_idle_timeout: must be > 0 (got 0s)",
+			"proxy.max_queue: must be >= 1 (got 0)",
 			"alarms.dedup_window: must be > 0 (got 0s)",
 			"fleet.instances: must be >= 1 (got 0)",
 			"services: at least one service required",

@@ -24,6 +24,8 @@ const (
 	reasonHeadersTooLarge    = "headers_too_large"
 	reasonRequestTimeout     = "request_timeout"
 	reasonInternalError      = "internal_error"
+	reasonQueueFull          = "queue_full"
+	reasonQueueTimeout       = "queue_timeout"
 )
 
 const textPlain = "text/plain; charset=utf-8"
@@ -135,4 +137,22 @@ func answerClientGone(ctx *fasthttp.RequestCtx, up *uploadBody) {
 func answerInternalError(ctx *fasthttp.RequestCtx) {
 	r := answer(ctx, fasthttp.StatusInternalServerError, reasonInternalError)
 	r.AppendBodyString("internal error while forwarding\n")
+}
+
+// answerQueued is the 503 for a request that could not be queued (full) or waited
+// proxy.queue_timeout in the queue without getting a slot.
+func answerQueued(ctx *fasthttp.RequestCtx, app *balancer.App, full bool) {
+	reason, what := reasonQueueTimeout, "no backend slot freed in time: app "
+	if full {
+		reason, what = reasonQueueFull, "queue full: app "
+	}
+	r := answer(ctx, fasthttp.StatusServiceUnavailable, reason)
+	r.Header.Set(headerRetryAfter, "1")
+	r.AppendBodyString(what)
+	r.AppendBodyString(app.Name)
+	r.AppendBodyString(", service ")
+	r.AppendBodyString(app.Service)
+	r.AppendBodyString(", pool ")
+	r.AppendBodyString(app.Pool)
+	r.AppendBodyString("\n")
 }

@@ -76,13 +76,14 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		last   *balancer.Backend
 		pool   string
 		full   int
+		queue  = true // a request queues at most once, and not after a failed forward
 	)
 	began := start
 	for attempt := 0; attempt <= pc.Retries; attempt++ {
 		if attempt > 0 || full > 0 {
 			began = p.clock.now()
 		}
-		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket)
+		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue)
 		switch o {
 		case outcomeOK:
 			if http10 && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0 {
@@ -105,6 +106,9 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		case outcomeClientGone:
 			answerClientGone(ctx, up)
 			return
+		case outcomeQueueFull, outcomeQueueTimeout:
+			answerQueued(ctx, app, o == outcomeQueueFull)
+			return
 		case outcomeBodyTooLarge:
 			answerBodyTooLarge(ctx, pc.MaxRequestBody)
 			ctx.SetConnectionClose()
@@ -114,6 +118,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			break
 		}
 		failed, last, pool = o, b, lp
+		queue = false
 		if !retryable(o, idem) || (up != nil && o != outcomeNotSent) {
 			break
 		}
@@ -137,10 +142,17 @@ const maxFullRefusals = 8
 // shared/bench/TUNING.md): the watchdog closes a backend connection whose request outlasts
 // timeout, and a forward that failed after lasting timeout is a timeout, not a failed
 // connection.
-func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool) (outcome, *balancer.Backend, string) {
+func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool, queue *bool) (outcome, *balancer.Backend, string) {
 	lease, err := snap.Acquire(app, tried)
 	if err != nil {
-		return outcomeNoCandidate, nil, ""
+		if !*queue {
+			return outcomeNoCandidate, nil, ""
+		}
+		*queue = false
+		if lease, err = p.wait(ctx, snap, app); err != nil {
+			return queueOutcome(err), nil, ""
+		}
+		snap = p.bal.Snapshot() // the lease may come from a newer snapshot than the request's
 	}
 	held := true
 	defer func() {

@@ -24,6 +24,8 @@ const (
 	outcomeClientGone                  // the client went away, or failed while sending its body
 	outcomeBodyTooLarge                // a streamed request body grew over proxy.max_request_body
 	outcomeFull                        // the backend refused it as full (503 + X-Pool-Full) before doing any work
+	outcomeQueueFull                   // no candidate, and the pool's queue was full
+	outcomeQueueTimeout                // no candidate, and no slot came within proxy.queue_timeout
 )
 
 // headerFull marks a backend's 503 that refused a request before doing any work.

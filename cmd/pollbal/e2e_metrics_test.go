@@ -26,6 +26,8 @@ var specMetrics = []string{
 	"pollbal_backend_limit", "pollbal_backend_full_total", "pollbal_load_report_errors_total",
 	// SPEC §9.2
 	"pollbal_store_up",
+	// SPEC §10
+	"pollbal_queue_length", "pollbal_queue_wait_seconds",
 }
 
 // TestEndToEndMetrics scrapes the real binary's /metrics after traffic that exercises every

@@ -1,0 +1,278 @@
+package balancer
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pollbal/configs"
+)
+
+// queueCfg is one app on backends of the given capacities, with the queue on.
+func queueCfg(timeout time.Duration, maxQueue int, caps ...int) (*configs.Config, []string) {
+	var bs []configs.Backend
+	var ids []string
+	for i, c := range caps {
+		id := fmt.Sprintf("q%d", i)
+		bs = append(bs, configs.Backend{ID: id, Capacity: c})
+		ids = append(ids, id)
+	}
+	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs)
+	cfg.Proxy.QueueTimeout = timeout
+	cfg.Proxy.MaxQueue = maxQueue
+	return cfg, ids
+}
+
+// get is what the proxy does: a lease at once, else a place in the queue.
+func get(b *Balancer, gone func() bool) (Lease, error) {
+	s := b.Snapshot()
+	app := s.AppByName("www")
+	if l, err := s.Acquire(app, nil); err == nil {
+		return l, nil
+	}
+	return s.Wait(app, gone)
+}
+
+// waitFor polls cond until it holds or a deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func TestQueueFIFO(t *testing.T) {
+	cfg, ids := queueCfg(10*time.Second, 100, 1)
+	b := newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	first, err := get(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l, err := get(b, nil)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			l.Release()
+		}(i)
+		waitFor(t, fmt.Sprintf("waiter %d queued", i), func() bool { return b.QueueLength("default") == i+1 })
+	}
+	// A new arrival while requests wait queues behind them rather than taking a slot.
+	if _, err := b.Snapshot().Acquire(b.Snapshot().AppByName("www"), nil); !errors.Is(err, ErrNoCandidate) {
+		t.Fatalf("arrival while waiters queue: err %v, want ErrNoCandidate", err)
+	}
+	first.Release()
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("served order %v, want 0..%d in order", order, n-1)
+		}
+	}
+	if len(order) != n {
+		t.Fatalf("served %d waiters, want %d", len(order), n)
+	}
+	if f := b.Snapshot().Backends()[0].InFlight(); f != 0 {
+		t.Fatalf("in flight after all released: %d", f)
+	}
+}
+
+func TestQueueFullAndTimeout(t *testing.T) {
+	cfg, ids := queueCfg(80*time.Millisecond, 1, 1)
+	b := newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	held, err := get(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	res := make(chan error, 1)
+	began := time.Now()
+	go func() {
+		_, err := get(b, nil)
+		res <- err
+	}()
+	waitFor(t, "one waiter", func() bool { return b.QueueLength("default") == 1 })
+	if p := b.Pools()[0]; p.Name != "default" || p.Queued != 1 {
+		t.Fatalf("pool state %+v, want default with 1 queued", p)
+	}
+	if _, err := get(b, nil); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("second waiter with max_queue 1: %v, want ErrQueueFull", err)
+	}
+	if err := <-res; !errors.Is(err, ErrQueueTimeout) {
+		t.Fatalf("waiter: %v, want ErrQueueTimeout", err)
+	}
+	if d := time.Since(began); d < 80*time.Millisecond {
+		t.Fatalf("timed out after %v, before queue_timeout 80ms", d)
+	}
+	if n := b.QueueLength("default"); n != 0 {
+		t.Fatalf("queue length after timeout: %d", n)
+	}
+}
+
+func TestQueueOffOrNoReadyBackend(t *testing.T) {
+	cfg, ids := queueCfg(0, 10, 1)
+	b := newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	held, _ := get(b, nil)
+	defer held.Release()
+	if _, err := get(b, nil); !errors.Is(err, ErrNoCandidate) {
+		t.Fatalf("queue off: %v, want ErrNoCandidate at once", err)
+	}
+
+	cfg, _ = queueCfg(time.Minute, 10, 1)
+	nb := newTestBalancer(t, cfg, nil) // never checked: no ready backend
+	if _, err := get(nb, nil); !errors.Is(err, ErrNoCandidate) {
+		t.Fatalf("no ready backend: %v, want ErrNoCandidate at once", err)
+	}
+}
+
+func TestQueueClientGone(t *testing.T) {
+	cfg, ids := queueCfg(time.Minute, 10, 1)
+	b := newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	held, _ := get(b, nil)
+	var gone atomic.Bool
+	res := make(chan error, 1)
+	go func() {
+		_, err := get(b, gone.Load)
+		res <- err
+	}()
+	waitFor(t, "waiter queued", func() bool { return b.QueueLength("default") == 1 })
+	began := time.Now()
+	gone.Store(true)
+	if err := <-res; !errors.Is(err, ErrGone) {
+		t.Fatalf("waiter whose client left: %v, want ErrGone", err)
+	}
+	if d := time.Since(began); d > time.Second {
+		t.Fatalf("left the queue %v after its client, want well under a second", d)
+	}
+	if n := b.QueueLength("default"); n != 0 {
+		t.Fatalf("queue length: %d", n)
+	}
+	held.Release()
+	if f := b.Snapshot().Backends()[0].InFlight(); f != 0 {
+		t.Fatalf("in flight after release: %d (slot handed to a gone waiter?)", f)
+	}
+}
+
+func TestQueueReloadWakesWaiters(t *testing.T) {
+	cfg, ids := queueCfg(time.Minute, 10, 1)
+	b := newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	held, _ := get(b, nil)
+	defer held.Release()
+	res := make(chan Lease, 1)
+	go func() {
+		l, err := get(b, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		res <- l
+	}()
+	waitFor(t, "waiter queued", func() bool { return b.QueueLength("default") == 1 })
+	bigger, _ := queueCfg(time.Minute, 10, 2)
+	b.Update(bigger)
+	select {
+	case l := <-res:
+		if f := l.Backend.InFlight(); f != 2 {
+			t.Fatalf("in flight with the woken waiter: %d, want 2", f)
+		}
+		l.Release()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a reload raising the capacity did not wake the waiter")
+	}
+}
+
+// TestQueueNeverOversubscribes: many workers against a full queue; no backend ever holds more
+// leases than its capacity, and both queued service and queue_full refusals happen.
+func TestQueueNeverOversubscribes(t *testing.T) {
+	cfg, ids := queueCfg(time.Second, 4, 2, 3)
+	b := newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	caps := map[string]int64{"q0": 2, "q1": 3}
+	var served, full, timedOut, over atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				l, err := get(b, nil)
+				switch {
+				case errors.Is(err, ErrQueueFull):
+					full.Add(1)
+					continue
+				case errors.Is(err, ErrQueueTimeout):
+					timedOut.Add(1)
+					continue
+				case err != nil:
+					t.Error(err)
+					return
+				}
+				if f := l.Backend.InFlight(); f > caps[l.Backend.ID] {
+					over.Add(1)
+				}
+				served.Add(1)
+				time.Sleep(200 * time.Microsecond) // the request's work (a service time, not a wait for an event)
+				l.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if over.Load() != 0 {
+		t.Fatalf("%d leases found their backend above capacity", over.Load())
+	}
+	if served.Load() == 0 || full.Load() == 0 {
+		t.Fatalf("served %d, queue_full %d: want both > 0", served.Load(), full.Load())
+	}
+	for _, be := range b.Snapshot().Backends() {
+		if f := be.InFlight(); f != 0 {
+			t.Fatalf("%s in flight after the run: %d", be.ID, f)
+		}
+	}
+	if n := b.QueueLength("default"); n != 0 {
+		t.Fatalf("queue length after the run: %d", n)
+	}
+	t.Logf("served %d, queue_full %d, queue_timeout %d", served.Load(), full.Load(), timedOut.Load())
+}
+
+// BenchmarkAcquireQueueOn is select + lease + release with the queue on but empty.
+func BenchmarkAcquireQueueOn(b *testing.B) {
+	for _, n := range []int{4, 64, 1024} {
+		b.Run(fmt.Sprintf("seq/backends=%d", n), func(b *testing.B) {
+			s, app := benchBalancer(b, n)
+			s.cfg.Proxy.QueueTimeout = 2 * time.Second
+			s.cfg.Proxy.MaxQueue = 1000
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l, err := s.Acquire(app, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Release()
+			}
+		})
+	}
+}
