@@ -1,0 +1,229 @@
+package main
+
+// End-to-end: the bounded queue (proxy.queue_timeout) turns a burst above the pool's capacity
+// into waiting instead of 503s, while no backend ever holds more requests than its capacity.
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// queueStats is the part of the example backend's /_backend/stats a capacity test reads.
+type queueStats struct {
+	PeakInFlight int64 `json:"peak_in_flight"`
+	Requests     int64 `json:"requests"`
+	LoadPeak     int64 `json:"load_peak"`
+	Refused      int64 `json:"refused"`
+}
+
+// startQueueSetup starts n example backends that each enforce capacity themselves (-capacity,
+// refusing with X-Pool-Full past it) and answer after delay, and pollbal in front of them with
+// the same capacity and proxy.queue_timeout.
+func startQueueSetup(t *testing.T, n, capacity int, delay, queueTimeout time.Duration, maxQueue int) (*instance, []*backend) {
+	t.Helper()
+	var bes []*backend
+	var lines strings.Builder
+	for i := 0; i < n; i++ {
+		be := startBackend(t, fmt.Sprintf("web-%d", i+1), "127.0.0.1:0", "web serving v1\n",
+			"-capacity", fmt.Sprint(capacity), "-delay", delay.String())
+		bes = append(bes, be)
+		fmt.Fprintf(&lines, "  - {id: %s, address: %s, capacity: %d}\n", be.id, be.addr, capacity)
+	}
+	pb := startPollbal(t, fmt.Sprintf(`site: e2e
+listen: LISTEN
+admin: {listen: ADMIN}
+poll: {interval: 200ms, timeout: 150ms}
+proxy: {queue_timeout: %s, max_queue: %d}
+services: {web: {warning_threshold: 1}}
+apps:
+  - {name: www, hosts: ["*"]}
+backends:
+%s`, queueTimeout, maxQueue, lines.String()))
+	waitFor(t, 10*time.Second, "backends ready", func() bool {
+		st := pb.state(t)
+		for _, be := range bes {
+			if ready, _, _, _ := st.backend(be.id); !ready {
+				return false
+			}
+		}
+		return true
+	})
+	return pb, bes
+}
+
+// TestEndToEndQueueBurst: 4× the pool's capacity in concurrent clients for 3 seconds with
+// queue_timeout 2s: every request is served, and no backend's peak exceeds its capacity.
+func TestEndToEndQueueBurst(t *testing.T) {
+	const (
+		backends = 2
+		capacity = 4
+		clients  = 4 * backends * capacity
+		burst    = 3 * time.Second
+	)
+	pb, bes := startQueueSetup(t, backends, capacity, 20*time.Millisecond, 2*time.Second, 1000)
+	c := loadClient(clients)
+	url := "http://" + pb.listen + "/"
+	var served, failed atomic.Int64
+	var mu sync.Mutex
+	failures := map[string]int{}
+	end := time.Now().Add(burst)
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				a, err := do(t, c, url, "www.test")
+				switch {
+				case err != nil:
+					failed.Add(1)
+					mu.Lock()
+					failures[err.Error()]++
+					mu.Unlock()
+				case a.code != http.StatusOK:
+					failed.Add(1)
+					mu.Lock()
+					failures[fmt.Sprintf("%d %s", a.code, a.reason)]++
+					mu.Unlock()
+				default:
+					served.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d clients against %d slots for %v: %d served, %d failed", clients, backends*capacity, burst, served.Load(), failed.Load())
+	if failed.Load() != 0 {
+		t.Errorf("%d requests failed, want 0: %v", failed.Load(), failures)
+	}
+	if served.Load() < clients {
+		t.Errorf("only %d requests served", served.Load())
+	}
+	var total int64
+	for _, be := range bes {
+		var s queueStats
+		getJSON(t, "http://"+be.addr+"/_backend/stats", &s)
+		t.Logf("%s: requests %d, peak in flight %d, load peak %d, refused %d", be.id, s.Requests, s.PeakInFlight, s.LoadPeak, s.Refused)
+		if s.PeakInFlight > capacity || s.LoadPeak > capacity {
+			t.Errorf("%s peaked at %d in flight (load peak %d), capacity %d", be.id, s.PeakInFlight, s.LoadPeak, capacity)
+		}
+		if s.Refused != 0 {
+			t.Errorf("%s refused %d requests as full", be.id, s.Refused)
+		}
+		total += s.Requests
+	}
+	if total != served.Load() {
+		t.Errorf("backends counted %d requests, clients got %d answers", total, served.Load())
+	}
+	text := pb.metrics(t)
+	for _, want := range []string{`pollbal_queue_length{pool="default",service="web"} 0`, `pollbal_queue_wait_seconds_count{pool="default"}`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestEndToEndQueueTimeoutAndFull: with every slot held, a queued request is answered
+// 503 queue_timeout after queue_timeout, and one past max_queue 503 queue_full at once, both
+// with Retry-After: 1.
+func TestEndToEndQueueTimeoutAndFull(t *testing.T) {
+	pb, bes := startQueueSetup(t, 1, 1, 0, 700*time.Millisecond, 1)
+	be := bes[0]
+	c := loadClient(4)
+	url := "http://" + pb.listen + "/"
+	held := make(chan answer, 1)
+	go func() {
+		a, err := do(t, c, url+"hold", "www.test")
+		if err != nil {
+			t.Error(err)
+		}
+		held <- a
+	}()
+	waitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
+	queued := make(chan answer, 1)
+	began := time.Now()
+	go func() {
+		a, err := do(t, c, url, "www.test")
+		if err != nil {
+			t.Error(err)
+		}
+		queued <- a
+	}()
+	waitFor(t, 5*time.Second, "one request queued", func() bool {
+		return strings.Contains(pb.metrics(t), `pollbal_queue_length{pool="default",service="web"} 1`)
+	})
+	full, err := do(t, c, url, "www.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.code != http.StatusServiceUnavailable || full.reason != "queue_full" || full.retryAfter != "1" {
+		t.Errorf("past max_queue: %d %q Retry-After %q, want 503 queue_full 1", full.code, full.reason, full.retryAfter)
+	}
+	a := <-queued
+	if a.code != http.StatusServiceUnavailable || a.reason != "queue_timeout" || a.retryAfter != "1" {
+		t.Errorf("queued: %d %q Retry-After %q, want 503 queue_timeout 1", a.code, a.reason, a.retryAfter)
+	}
+	if d := time.Since(began); d < 700*time.Millisecond {
+		t.Errorf("queue_timeout answered after %v, before 700ms", d)
+	}
+	resp, err := http.Post("http://"+be.addr+"/_backend/release", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := <-held; h.code != http.StatusOK {
+		t.Errorf("held request: %d", h.code)
+	}
+}
+
+// TestEndToEndQueueClientLeaves: a queued request whose client closes its connection leaves
+// the queue at once, long before queue_timeout, and takes no slot afterwards.
+func TestEndToEndQueueClientLeaves(t *testing.T) {
+	pb, bes := startQueueSetup(t, 1, 1, 0, 30*time.Second, 10)
+	be := bes[0]
+	c := loadClient(2)
+	url := "http://" + pb.listen + "/"
+	held := make(chan answer, 1)
+	go func() {
+		a, err := do(t, c, url+"hold", "www.test")
+		if err != nil {
+			t.Error(err)
+		}
+		held <- a
+	}()
+	waitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
+	conn, err := net.Dial("tcp", pb.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\nHost: www.test\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	queued := `pollbal_queue_length{pool="default",service="web"} 1`
+	waitFor(t, 5*time.Second, "one request queued", func() bool { return strings.Contains(pb.metrics(t), queued) })
+	conn.Close()
+	left := waitFor(t, 5*time.Second, "the queue empty", func() bool {
+		return strings.Contains(pb.metrics(t), `pollbal_queue_length{pool="default",service="web"} 0`)
+	})
+	if left > 2*time.Second {
+		t.Errorf("the waiter left %v after its client, want well under queue_timeout", left)
+	}
+	resp, err := http.Post("http://"+be.addr+"/_backend/release", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := <-held; h.code != http.StatusOK {
+		t.Errorf("held request: %d", h.code)
+	}
+	waitFor(t, 5*time.Second, "the slot free", func() bool { return be.stats(t).InFlight == 0 })
+	if r := be.stats(t).Requests; r != 1 {
+		t.Errorf("backend served %d requests, want 1 (the gone waiter must not be forwarded)", r)
+	}
+}
