@@ -8,7 +8,7 @@ import (
 func TestJudgeClient(t *testing.T) {
 	lim := clientLimits{header: 10 * time.Second, client: 60 * time.Second, idle: 30 * time.Second}
 	const (
-		header  = 3*phaseStep | phaseHeader
+		header  = 3*phaseStep + phaseHeader // phaseHeader is 0: a sequence with the header phase
 		busy    = 4*phaseStep | phaseBusy
 		idle    = 5*phaseStep | phaseIdle
 		hijack  = 6*phaseStep | phaseHijacked
