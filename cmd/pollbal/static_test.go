@@ -26,6 +26,10 @@ func TestCheckStaticOneProblemPerChange(t *testing.T) {
 				"admin.listen: changing 127.0.0.1:9090 to 127.0.0.1:9091 needs a restart",
 				"site: changing eu to us needs a restart",
 			}},
+		{name: "a store added",
+			next: configs.Config{Site: "eu", Listen: "127.0.0.1:8080", Admin: configs.Admin{Listen: "127.0.0.1:9090",
+				Store: configs.Store{Etcd: &configs.Etcd{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/p/"}}}},
+			want: []string{"admin.store: changing the store of moves needs a restart"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
