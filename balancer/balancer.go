@@ -203,6 +203,9 @@ func (b *Balancer) rebuildLocked() {
 	// ones are built with the capacities these limits are computed from (fleet.go).
 	next.storeLimits(now)
 	next.registerAll()
+	if b.cfg.Proxy.QueueTimeout > 0 {
+		next.queue = b.queues
+	}
 	b.snap.Store(next)
 	b.queues.touch(next)
 	b.queues.wake() // capacities or candidates may have changed: waiters that fit now go

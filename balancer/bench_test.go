@@ -3,11 +3,24 @@ package balancer
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"pollbal/configs"
 )
 
 func benchBalancer(tb testing.TB, n int) (*Snapshot, *App) {
+	return benchBalancerWith(tb, n, func(*configs.Config) {})
+}
+
+// benchBalancerQueue is benchBalancer with the queue on (queue_timeout 2s), nobody waiting.
+func benchBalancerQueue(tb testing.TB, n int) (*Snapshot, *App) {
+	return benchBalancerWith(tb, n, func(c *configs.Config) {
+		c.Proxy.QueueTimeout = 2 * time.Second
+		c.Proxy.MaxQueue = 1000
+	})
+}
+
+func benchBalancerWith(tb testing.TB, n int, mutate func(*configs.Config)) (*Snapshot, *App) {
 	var bs []configs.Backend
 	var ids []string
 	for i := 0; i < n; i++ {
@@ -15,7 +28,9 @@ func benchBalancer(tb testing.TB, n int) (*Snapshot, *App) {
 		bs = append(bs, configs.Backend{ID: id, Capacity: 1000})
 		ids = append(ids, id)
 	}
-	bal := newTestBalancer(tb, cfgOf([]configs.App{{Name: "www", Hosts: []string{"*", "*.example.com"}}}, bs), nil)
+	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*", "*.example.com"}}}, bs)
+	mutate(cfg)
+	bal := newTestBalancer(tb, cfg, nil)
 	markReady(bal, ids)
 	s := bal.Snapshot()
 	return s, s.AppByName("www")

@@ -85,7 +85,7 @@ func (l Lease) Failed() {
 // without an alarm, so that the caller queues behind them rather than taking a slot ahead.
 func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
 	first := tried == nil || tried.n == 0
-	if first && s.bal.queues.waiting.Load() != 0 {
+	if q := s.queue; q != nil && first && q.waiting.Load() != 0 {
 		return Lease{}, ErrNoCandidate
 	}
 	var now time.Time

@@ -178,17 +178,9 @@ func (q *waitQueues) remove(key [2]string, i int) {
 	q.waiting.Add(-1)
 }
 
-// handover is the release path while requests wait: it returns s's slot under the queue's lock
-// and serves the waiters that can now be served, so no new arrival (which takes no lock) can
-// take the freed slot between the two. It still raises the hints, as release does.
-func (q *waitQueues) handover(s *slot) {
-	q.mu.Lock()
-	s.free()
-	q.dispatchLocked()
-	q.mu.Unlock()
-}
-
-// wake serves the waiters that fit now, after a reload or a health change.
+// wake serves the waiters that fit now: after a release (the released slot goes to the oldest
+// waiter that can use it: a new arrival does not take it first, since Acquire sends arrivals to
+// the queue while anyone waits), a reload or a health change.
 func (q *waitQueues) wake() {
 	if q.waiting.Load() == 0 {
 		return

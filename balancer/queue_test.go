@@ -261,9 +261,7 @@ func TestQueueNeverOversubscribes(t *testing.T) {
 func BenchmarkAcquireQueueOn(b *testing.B) {
 	for _, n := range []int{4, 64, 1024} {
 		b.Run(fmt.Sprintf("seq/backends=%d", n), func(b *testing.B) {
-			s, app := benchBalancer(b, n)
-			s.cfg.Proxy.QueueTimeout = 2 * time.Second
-			s.cfg.Proxy.MaxQueue = 1000
+			s, app := benchBalancerQueue(b, n)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -41,11 +41,10 @@ func (s *slot) tryAcquire(limit int64) bool {
 // release returns a lease. While requests are queued it hands the slot over to them (queue.go);
 // with no queued request this costs one atomic load.
 func (s *slot) release() {
-	if s.queues != nil && s.queues.waiting.Load() != 0 {
-		s.queues.handover(s)
-		return
-	}
 	s.free()
+	if q := s.queues; q != nil && q.waiting.Load() != 0 {
+		q.wake()
+	}
 }
 
 // free returns a lease and raises the spare hints of the blocks the address is in, so a pick

@@ -104,6 +104,7 @@ type Snapshot struct {
 	slowStart time.Duration
 	tieID     bool
 	bal       *Balancer
+	queue     *waitQueues // the balancer's queues when proxy.queue_timeout is on, else nil
 }
 
 // Config returns the configuration the snapshot was built from.
