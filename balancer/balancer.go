@@ -143,7 +143,13 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 		next[cb.ID] = newBackend(cb.ID, cb.Address, b.slots[cb.Address])
 		next[cb.ID].full = b.metrics.full.WithLabelValues(cb.ID)
 	}
-	for id := range b.backends {
+	for id, old := range b.backends {
+		if next[id] != old {
+			// Removed, renamed or moved to another address: a request still holding an older
+			// snapshot (its retries) must not take its address's slot under the old limit, which
+			// the Backend sharing that slot now may be lower than.
+			old.limit.Store(0)
+		}
 		if next[id] == nil {
 			b.metrics.ignored.DeleteLabelValues(id)
 			b.metrics.full.DeleteLabelValues(id)

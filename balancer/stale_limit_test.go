@@ -1,0 +1,68 @@
+package balancer
+
+import (
+	"testing"
+
+	"pollbal/configs"
+)
+
+// Regression: a request keeps its snapshot for its retries, so a take can run on a snapshot that
+// a reload replaced. The Backend a reload dropped (id renamed, address changed, removed) kept
+// the limit of its last configuration, while its address's slot is shared with the Backend that
+// replaced it: a retry through the old snapshot took slots up to the old capacity, past the new
+// one (capacity 10 renamed to capacity 2 at the same address: 3 in flight).
+func TestOldSnapshotCannotOversubscribeAfterReload(t *testing.T) {
+	const addr = "127.0.0.1:20011"
+	other := configs.Backend{ID: "other", Address: "127.0.0.1:20012", Pool: "elsewhere", Capacity: 5}
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	cases := []struct {
+		name    string
+		reloads [][]configs.Backend
+		id      string // the backend at addr after the reloads
+		final   int
+	}{
+		{name: "id renamed, capacity lowered", reloads: [][]configs.Backend{{{ID: "b", Address: addr, Capacity: 2}, other}}, id: "b", final: 2},
+		{name: "removed, added back under another id", reloads: [][]configs.Backend{{other}, {{ID: "c", Address: addr, Capacity: 2}, other}}, id: "c", final: 2},
+		{name: "removed", reloads: [][]configs.Backend{{other}}, final: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: addr, Capacity: 10}, other}), nil)
+			markReady(bal, []string{"a", "other"})
+			old := bal.Snapshot()
+			// One lease held on the address, so a removal keeps its slot.
+			first, err := old.Acquire(old.AppByName("www"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, bs := range tc.reloads {
+				bal.Update(cfgOf(apps, bs))
+				ids := []string{}
+				for _, b := range bs {
+					ids = append(ids, b.ID)
+				}
+				markReady(bal, ids)
+			}
+			held := []Lease{first}
+			if tc.id != "" {
+				held = append(held, acquireAll(t, bal)...)
+			}
+			slot := first.Backend.slot
+			if got := slot.count(); got != int64(max(tc.final, 1)) {
+				t.Fatalf("in flight %d on the address, want %d", got, max(tc.final, 1))
+			}
+			// A retry through the replaced snapshot: the address is full (or gone) now.
+			if l, err := old.Acquire(old.AppByName("www"), &Tried{}); err == nil {
+				held = append(held, l)
+				t.Fatalf("took a lease through the old snapshot on %s: %d in flight on an address of capacity %d",
+					l.Backend.ID, slot.count(), tc.final)
+			}
+			for _, l := range held {
+				l.Release()
+			}
+			if got := slot.count(); got != 0 {
+				t.Fatalf("in flight %d after releasing every lease", got)
+			}
+		})
+	}
+}
