@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pollbal/balancer"
+	"pollbal/configs"
 	"pollbal/store"
 )
 
@@ -84,11 +85,12 @@ func (s *Server) storeMove(ctx context.Context, c *call, pool string) result {
 // the state file keeps it as the cache used at the next start, and each change is written to
 // the log as an audit line with its revision.
 func (s *Server) ApplyStore(u store.Update) {
+	moves := validMoves(u.Moves, s.log)
 	s.moveMu.Lock()
 	defer s.moveMu.Unlock()
-	s.bal.ReplaceOverrides(u.Moves)
+	s.bal.ReplaceOverrides(moves)
 	if path := s.settings.Load().stateFile; path != "" {
-		if err := SaveState(path, u.Moves); err != nil {
+		if err := SaveState(path, moves); err != nil {
 			s.log.Error("cannot write the cache of shared moves to the state file", "state_file", path, "err", err)
 		}
 	}
@@ -101,4 +103,19 @@ func (s *Server) ApplyStore(u store.Update) {
 			slog.String("source", store.KindEtcd), slog.String("action", action), slog.String("target", c.ID),
 			slog.String("pool", c.Pool), slog.Int64("revision", c.Revision), slog.Bool("resync", u.Resync))
 	}
+}
+
+// validMoves is the moves read from the shared store less those whose key is not a backend id
+// or whose value is not a pool name (logged): nothing else can be applied, and the state file,
+// read back at the next start, must hold only what that read accepts.
+func validMoves(moves map[string]string, log *slog.Logger) map[string]string {
+	out := make(map[string]string, len(moves))
+	for id, pool := range moves {
+		if !validBackendID(id) || !configs.ValidPoolName(pool) {
+			log.Warn("ignoring a shared move that is not a backend id and a pool name", "backend", id, "pool", pool)
+			continue
+		}
+		out[id] = pool
+	}
+	return out
 }

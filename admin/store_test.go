@@ -109,3 +109,25 @@ func TestApplyStore(t *testing.T) {
 		t.Errorf("audit line of the move: %v", l)
 	}
 }
+
+// Regression: a value in the shared store that is not a pool name (or a key that is not a
+// backend id) was written as-is to the state file, the cache read at the next start, which then
+// refused it as corrupt: pollbal would not start again. The cache keeps only the valid moves,
+// the same ones the balancer applies.
+func TestApplyStoreCachesOnlyValidMoves(t *testing.T) {
+	f := newFixture(t, fixtureOptions{store: unreachableEtcd(t)})
+	f.srv.ApplyStore(store.Update{Moves: map[string]string{
+		"web-1": "canary", "web-2": "Not A Pool", "": "canary", "a/b": "canary", "web-3": "",
+	}, Revision: 9})
+	want := map[string]string{"web-1": "canary"}
+	if got := f.bal.Overrides(); !maps.Equal(got, want) {
+		t.Errorf("overrides %v, want %v", got, want)
+	}
+	got, err := LoadState(f.stateFile)
+	if err != nil {
+		t.Fatalf("the state file written from the shared store cannot be read back: %v", err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("state file %v, want %v", got, want)
+	}
+}
