@@ -87,7 +87,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		switch o {
 		case outcomeOK:
 			if http10 && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0 {
-				relayUntilClose(ctx)
+				p.relayUntilClose(ctx, pc.ClientTimeout)
 			}
 			return
 		case outcomeFull:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -225,8 +226,10 @@ func (u *uploadBody) WriteTo(w io.Writer) (int64, error) {
 // cannot read the chunked coding fasthttp would use: without a length, ended by closing the
 // connection. The stream leaves ctx.Response (without being closed) for a hijack handler that
 // writes the header and then the body straight to the client connection, and closes the
-// stream, ending the forward, when done.
-func relayUntilClose(ctx *fasthttp.RequestCtx) {
+// stream, ending the forward, when done. The hijacked connection is no longer the scanner's,
+// so the relay enforces clientTimeout (proxy.client_timeout; 0: none) itself: a client that
+// accepts no byte for that long ends it, as it would any other response.
+func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Duration) {
 	b, ok := ctx.Response.BodyStream().(*responseBody)
 	if !ok {
 		return
@@ -242,9 +245,35 @@ func relayUntilClose(ctx *fasthttp.RequestCtx) {
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		defer func() { _ = b.Close() }()
-		if _, err := c.Write(head); err != nil {
-			return
+		w := &deadlineWriter{c: c, timeout: clientTimeout}
+		_, err := w.Write(head)
+		if err == nil {
+			_, err = b.WriteTo(w)
 		}
-		_, _ = b.WriteTo(c)
+		if w.timedOut {
+			p.connMetrics.clientTimeouts.Inc()
+		}
 	})
+}
+
+// deadlineWriter writes to c with a write deadline of timeout from the start of each Write
+// (none when timeout is 0). timedOut records that a write ran past its deadline.
+type deadlineWriter struct {
+	c        net.Conn
+	timeout  time.Duration
+	timedOut bool
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	if w.timeout > 0 {
+		if err := w.c.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+			return 0, err
+		}
+	}
+	n, err := w.c.Write(b)
+	var te interface{ Timeout() bool }
+	if err != nil && w.timeout > 0 && errors.As(err, &te) && te.Timeout() {
+		w.timedOut = true
+	}
+	return n, err
 }

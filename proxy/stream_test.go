@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
@@ -640,5 +641,30 @@ func TestConnectionReuse(t *testing.T) {
 				t.Errorf("3 requests in turn took %d backend connections, want %d", n, tt.wantConns)
 			}
 		})
+	}
+}
+
+// Regression: a streamed response of unknown length relayed to an HTTP/1.0 client runs on the
+// hijacked connection, which the client timeouts no longer watched, so a client that stopped
+// reading held the backend connection and the lease for as long as it stayed connected. A
+// relay that cannot write for client_timeout now ends, releasing the lease.
+func TestRelayToHTTP10ClientThatStopsReading(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	e, _ := limitsEnv(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetBodyStream(&pattern{n: 1 << 40}, -1) // far more than the pipes hold
+	}, func(p *configs.Proxy) { p.ClientTimeout = limit })
+	rc := dialRaw(t, e.ln, nil)
+	if _, err := io.WriteString(rc.c, "GET / HTTP/1.0\r\nHost: shop.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := rc.br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Fatalf("status line %q, %v", line, err)
+	}
+	// The client reads nothing more, and stays connected.
+	b := backendOf(t, e.bal, "b1")
+	waitFor(t, "the relay to begin", func() bool { return b.InFlight() == 1 })
+	e.waitIdle()
+	if n := testutil.ToFloat64(e.p.connMetrics.clientTimeouts); n != 1 {
+		t.Errorf("client timeouts counted %v, want 1", n)
 	}
 }
