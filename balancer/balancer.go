@@ -56,7 +56,7 @@ type Balancer struct {
 	cfg       *configs.Config
 	overrides map[string]string
 	backends  map[string]*Backend
-	slots     map[string]*slot // by address: the in-flight counts that outlive configurations (slot.go)
+	slots     map[string]*slot // by configs.AddressKey: the in-flight counts that outlive configurations (slot.go)
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
 	warnings  []GroupState
@@ -140,7 +140,7 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 			next[cb.ID] = old
 			continue
 		}
-		next[cb.ID] = newBackend(cb.ID, cb.Address, b.slots[cb.Address])
+		next[cb.ID] = newBackend(cb.ID, cb.Address, b.slots[configs.AddressKey(cb.Address)])
 		next[cb.ID].full = b.metrics.full.WithLabelValues(cb.ID)
 	}
 	for id, old := range b.backends {

@@ -69,13 +69,15 @@ func (s *slot) count() int64 {
 // syncSlots gives the slot of every address of cfg from the registry, adding the new ones, and
 // forgets the slots of addresses cfg no longer lists once nothing is in flight on them: until
 // then they are kept, so that the address coming back finds its leases still counted. The
-// caller holds the balancer's mutex.
+// caller holds the balancer's mutex. The registry is keyed by configs.AddressKey, so a reload
+// that spells the same socket differently keeps its count.
 func syncSlots(registry map[string]*slot, cfg *configs.Config, q *waitQueues) {
 	listed := make(map[string]bool, len(cfg.Backends))
 	for _, cb := range cfg.Backends {
-		listed[cb.Address] = true
-		if registry[cb.Address] == nil {
-			registry[cb.Address] = &slot{queues: q}
+		k := configs.AddressKey(cb.Address)
+		listed[k] = true
+		if registry[k] == nil {
+			registry[k] = &slot{queues: q}
 		}
 	}
 	for addr, s := range registry {

@@ -66,3 +66,32 @@ func TestOldSnapshotCannotOversubscribeAfterReload(t *testing.T) {
 		})
 	}
 }
+
+// Regression: the slot registry was keyed by the address as spelled, so a reload that spelled
+// the same socket differently (localhost for 127.0.0.1, a leading-zero port, upper case) started
+// a new count next to the leases still held: 3 held on a backend of capacity 3 and 3 more taken.
+func TestLeasesCountedAcrossAddressRespelling(t *testing.T) {
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	for _, respelled := range []string{"localhost:20021", "127.0.0.1:020021", "LOCALHOST:20021"} {
+		t.Run(respelled, func(t *testing.T) {
+			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20021", Capacity: 3}}), nil)
+			markReady(bal, []string{"a"})
+			held := acquireAll(t, bal)
+			if len(held) != 3 {
+				t.Fatalf("took %d leases on capacity 3", len(held))
+			}
+			bal.Update(cfgOf(apps, []configs.Backend{{ID: "a", Address: respelled, Capacity: 3}}))
+			markReady(bal, []string{"a"})
+			more := acquireAll(t, bal)
+			if len(more) != 0 {
+				t.Errorf("took %d more leases on the same socket of capacity 3 with 3 held", len(more))
+			}
+			for _, l := range append(held, more...) {
+				l.Release()
+			}
+			if n := len(acquireAll(t, bal)); n != 3 {
+				t.Errorf("took %d leases after releasing everything, want 3", n)
+			}
+		})
+	}
+}
