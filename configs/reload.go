@@ -14,7 +14,7 @@ import (
 const (
 	// ReasonInvalid: the file does not load or validate, or a file it names cannot be used.
 	ReasonInvalid = "config_invalid"
-	// ReasonRestartRequired: listen, admin.listen, tls.listen or site changed; those need a restart.
+	// ReasonRestartRequired: listen, admin.listen, tls.listen, admin.store or site changed; those need a restart.
 	ReasonRestartRequired = "restart_required"
 	// ReasonChanging: the file did not hold still long enough to be read whole.
 	ReasonChanging = "config_changing"
