@@ -59,6 +59,8 @@ type clientConn struct {
 	// upgrade is the upgraded session waiting for fasthttp to hand this connection over: if
 	// the connection is closed first, Close ends the session (and releases its lease).
 	upgrade atomic.Pointer[upgradeSession]
+	// relay is the same for a response to be relayed to an HTTP/1.0 client (relayUntilClose).
+	relay atomic.Pointer[relay]
 
 	// secure is the TLS connection on top of this one (TLS listener), nil for plain HTTP; it is
 	// set before the connection joins the scanned set and never changes. Its request bytes are seen decrypted (tlsConn.Read),
@@ -129,6 +131,9 @@ func (c *clientConn) Close() error {
 	err := c.Conn.Close()
 	if s := c.upgrade.Swap(nil); s != nil {
 		s.abandon()
+	}
+	if r := c.relay.Swap(nil); r != nil {
+		r.abandon()
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -242,8 +243,21 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Dur
 	h.SetContentLength(-2) // no length: the body ends when the connection does
 	h.SetConnectionClose()
 	head := append([]byte(nil), h.Header()...)
+	r := &relay{b: b}
+	cc := trackedConn(ctx.Conn())
+	if cc != nil {
+		// fasthttp skips the hijack handler when it fails to flush what it held back for an
+		// earlier pipelined request, and then closes the connection: the close ends the relay.
+		cc.relay.Store(r)
+	}
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		if cc != nil {
+			cc.relay.CompareAndSwap(r, nil)
+		}
+		if !r.claim() {
+			return
+		}
 		defer func() { _ = b.Close() }()
 		w := &deadlineWriter{c: c, timeout: clientTimeout}
 		_, err := w.Write(head)
@@ -254,6 +268,22 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Dur
 			p.connMetrics.clientTimeouts.Inc()
 		}
 	})
+}
+
+// relay is a response waiting for its relay to an HTTP/1.0 client (relayUntilClose): either
+// the hijack handler or the client connection's Close claims it, and only the first one runs.
+type relay struct {
+	b       *responseBody
+	claimed atomic.Bool
+}
+
+func (r *relay) claim() bool { return r.claimed.CompareAndSwap(false, true) }
+
+// abandon ends a relay whose hijack handler never ran: the stream is closed, ending the forward.
+func (r *relay) abandon() {
+	if r.claim() {
+		_ = r.b.Close()
+	}
 }
 
 // deadlineWriter writes to c with a write deadline of timeout from the start of each Write

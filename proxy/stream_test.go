@@ -668,3 +668,31 @@ func TestRelayToHTTP10ClientThatStopsReading(t *testing.T) {
 		t.Errorf("client timeouts counted %v, want 1", n)
 	}
 }
+
+// Regression: a response relayed to an HTTP/1.0 client is handed to fasthttp's hijack handler,
+// which fasthttp skips when it fails to flush a response held back for an earlier pipelined
+// request; the relay's stream was never closed, so its lease and backend connection leaked.
+// Closing the client connection now ends a relay that never started.
+func TestRelayThatNeverStartsReleasesItsLease(t *testing.T) {
+	answer := make(chan struct{})
+	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/stream" {
+			<-answer
+			ctx.SetBodyStream(&pattern{n: 1 << 20}, -1)
+			return
+		}
+		ctx.SetBodyString("small")
+	})
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	e := newEnv(t, cfg, "b1")
+	rc := dialRaw(t, e.ln, nil)
+	// Pipelined: the first answer stays in fasthttp's write buffer while the second is served.
+	if _, err := io.WriteString(rc.c, "GET /small HTTP/1.1\r\nHost: shop.test\r\n\r\nGET /stream HTTP/1.0\r\nHost: shop.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	b := backendOf(t, e.bal, "b1")
+	waitFor(t, "the second request to reach the backend", func() bool { return b.InFlight() == 1 && be.hits.Load() == 2 })
+	_ = rc.c.Close()
+	close(answer)
+	e.waitIdle()
+}
