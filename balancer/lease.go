@@ -81,11 +81,13 @@ func (l Lease) Failed() {
 // skipped; a retry (tried not empty) that finds nothing raises no alarm, since the request is
 // answered for the backend it could not reach, not for an exhausted pool.
 //
-// While requests are queued (queue.go), a first try (tried empty) returns ErrNoCandidate at once
-// without an alarm, so that the caller queues behind them rather than taking a slot ahead.
+// While requests are queued (queue.go), a first try (tried empty) that could queue (its pool or
+// fallback has a ready backend) returns ErrNoCandidate at once without an alarm, so that the
+// caller queues behind them rather than taking a slot ahead; one that cannot queue goes on and
+// raises the alarm.
 func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
 	first := tried == nil || tried.n == 0
-	if q := s.queue; q != nil && first && q.waiting.Load() != 0 {
+	if q := s.queue; q != nil && first && q.waiting.Load() != 0 && (hasReady(app.primary) || hasReady(app.fallback)) {
 		return Lease{}, ErrNoCandidate
 	}
 	var now time.Time

@@ -1,0 +1,54 @@
+package balancer
+
+import (
+	"testing"
+	"time"
+
+	"pollbal/configs"
+)
+
+// Regression: while any request waited in any queue, a first try returned "no candidate" before
+// looking at its pool, so that it would queue; a request whose pool (and fallback) has no ready
+// backend cannot queue and was answered 503 pool_exhausted without the alarm or its counter.
+func TestExhaustedAlarmWhileOthersWait(t *testing.T) {
+	cfg := cfgOf([]configs.App{
+		{Name: "www", Hosts: []string{"www"}, Pool: "busy"},
+		{Name: "shop", Hosts: []string{"shop"}, Pool: "dark"},
+	}, []configs.Backend{
+		{ID: "b1", Pool: "busy", Capacity: 1},
+		{ID: "d1", Pool: "dark", Capacity: 1},
+	})
+	cfg.Proxy.QueueTimeout = 10 * time.Second
+	cfg.Proxy.MaxQueue = 10
+	b := newTestBalancer(t, cfg, nil)
+	markReady(b, []string{"b1"}) // d1 is never checked: "dark" has no ready backend
+	s := b.Snapshot()
+	www := s.AppByName("www")
+	held, err := s.Acquire(www, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan Lease, 1)
+	go func() {
+		l, err := s.Wait(www, nil)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		served <- l
+	}()
+	waitFor(t, "a waiter in busy", func() bool { return b.QueueLength("busy") == 1 })
+
+	shop := s.AppByName("shop")
+	before := testCounter(t, shop.counters.exhausted)
+	if _, err := s.Acquire(shop, nil); err == nil {
+		t.Fatal("leased a backend of a pool with none ready")
+	}
+	if _, err := s.Wait(shop, nil); err != ErrNoCandidate {
+		t.Fatalf("Wait for a pool with no ready backend: %v, want ErrNoCandidate", err)
+	}
+	if got := testCounter(t, shop.counters.exhausted) - before; got != 1 {
+		t.Errorf("pool_exhausted counted %v times for the 503, want 1", got)
+	}
+	held.Release()
+	(<-served).Release()
+}
