@@ -42,6 +42,10 @@ func TestBackendFull(t *testing.T) {
 			wantCode: 200, wantBackend: "b", wantFull: map[string]float64{"a": 1}},
 		{name: "every candidate full: answered as an exhausted pool", backends: []string{"full", "full"}, retries: 1, method: "GET",
 			wantCode: 503, wantReason: "pool_exhausted", wantFull: map[string]float64{"a": 1, "b": 1}},
+		// Regression: a refusal whose body was streamed (chunked, or over 64 KiB) was passed to
+		// the client as the backend's answer.
+		{name: "a refusal with a chunked body goes on too", backends: []string{"fullChunked", "ok"}, retries: 0, method: "GET",
+			wantCode: 200, wantBackend: "b", wantFull: map[string]float64{"a": 1}},
 		{name: "a plain 503 is the backend's own answer", backends: []string{"plain503", "ok"}, retries: 1, method: "GET",
 			wantCode: 503, wantBackend: "a", wantFull: map[string]float64{}},
 	}
@@ -54,6 +58,12 @@ func TestBackendFull(t *testing.T) {
 				switch kind {
 				case "full":
 					b = fullBackend(t)
+				case "fullChunked":
+					b = startBackend(t, func(ctx *fasthttp.RequestCtx) {
+						ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+						ctx.Response.Header.Set("X-Pool-Full", "1")
+						ctx.SetBodyStream(strings.NewReader("full\n"), -1)
+					})
 				case "ok":
 					b = okBackend(t)
 				case "plain503":

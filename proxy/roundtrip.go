@@ -92,6 +92,12 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 			return false, bc.fail(err)
 		}
 	case respStream:
+		if refusedAsFull(resp) {
+			// A refusal is never passed on (the caller tries the next candidate); its body is of
+			// no use, and the connection cannot be reused without reading it.
+			bc.close()
+			return false, nil
+		}
 		if length == -1 {
 			ch := &bc.chunks
 			ch.Header.SetContentLength(-1)
