@@ -143,12 +143,15 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 		next[cb.ID] = newBackend(cb.ID, cb.Address, b.slots[configs.AddressKey(cb.Address)])
 		next[cb.ID].full = b.metrics.full.WithLabelValues(cb.ID)
 	}
+	var replaced []*Backend
 	for id, old := range b.backends {
 		if next[id] != old {
 			// Removed, renamed or moved to another address: a request still holding an older
 			// snapshot (its retries) must not take its address's slot under the old limit, which
-			// the Backend sharing that slot now may be lower than.
+			// the Backend sharing that slot now may be lower than. One that another Backend
+			// replaces at the same address gets that Backend's limit once it is computed below.
 			old.limit.Store(0)
+			replaced = append(replaced, old)
 		}
 		if next[id] == nil {
 			b.metrics.ignored.DeleteLabelValues(id)
@@ -182,6 +185,17 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 		}
 	}
 	b.rebuildLocked()
+	if len(replaced) > 0 {
+		bySlot := make(map[*slot]*Backend, len(next))
+		for _, nb := range next {
+			bySlot[nb.slot] = nb
+		}
+		for _, old := range replaced {
+			if nb := bySlot[old.slot]; nb != nil {
+				old.limit.Store(nb.limit.Load())
+			}
+		}
+	}
 }
 
 func (b *Balancer) rebuildLocked() {

@@ -95,3 +95,35 @@ func TestLeasesCountedAcrossAddressRespelling(t *testing.T) {
 		})
 	}
 }
+
+// A first try through the snapshot a rename replaced still finds the renamed backend, under
+// the new configuration's limit: it is served while the address has room and refused once the
+// new capacity is reached.
+func TestOldSnapshotUsesTheReplacingLimit(t *testing.T) {
+	const addr = "127.0.0.1:20031"
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: addr, Capacity: 10}}), nil)
+	markReady(bal, []string{"a"})
+	old := bal.Snapshot()
+	bal.Update(cfgOf(apps, []configs.Backend{{ID: "b", Address: addr, Capacity: 3}}))
+	markReady(bal, []string{"b"})
+	var held []Lease
+	for i := range 3 {
+		l, err := old.Acquire(old.AppByName("www"), nil)
+		if err != nil {
+			t.Fatalf("lease %d through the old snapshot: %v", i, err)
+		}
+		held = append(held, l)
+	}
+	if l, err := old.Acquire(old.AppByName("www"), nil); err == nil {
+		held = append(held, l)
+		t.Errorf("a 4th lease through the old snapshot on an address of capacity 3")
+	}
+	if more := acquireAll(t, bal); len(more) != 0 {
+		t.Errorf("took %d more through the current snapshot with 3 held on capacity 3", len(more))
+		held = append(held, more...)
+	}
+	for _, l := range held {
+		l.Release()
+	}
+}
