@@ -95,6 +95,9 @@ func (s *Server) ApplyStore(u store.Update) {
 		}
 	}
 	for _, c := range u.Changes {
+		if c.Pool != "" && (!validBackendID(c.ID) || !configs.ValidPoolName(c.Pool)) {
+			continue // ignored above, not applied
+		}
 		action := actionMove
 		if c.Pool == "" {
 			action = actionClear

@@ -118,7 +118,10 @@ func TestApplyStoreCachesOnlyValidMoves(t *testing.T) {
 	f := newFixture(t, fixtureOptions{store: unreachableEtcd(t)})
 	f.srv.ApplyStore(store.Update{Moves: map[string]string{
 		"web-1": "canary", "web-2": "Not A Pool", "": "canary", "a/b": "canary", "web-3": "",
-	}, Revision: 9})
+	}, Revision: 9, Changes: []store.Change{
+		{ID: "web-1", Pool: "canary", Revision: 5}, {ID: "web-2", Pool: "Not A Pool", Revision: 6},
+		{ID: "a/b", Pool: "canary", Revision: 7}, {ID: "web-3", Pool: "", Revision: 8},
+	}})
 	want := map[string]string{"web-1": "canary"}
 	if got := f.bal.Overrides(); !maps.Equal(got, want) {
 		t.Errorf("overrides %v, want %v", got, want)
@@ -129,5 +132,10 @@ func TestApplyStoreCachesOnlyValidMoves(t *testing.T) {
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("state file %v, want %v", got, want)
+	}
+	// The audit lines name what was applied: the move of web-1 and the drop of web-3's move.
+	lines := f.logs.records(t, "admin move applied")
+	if len(lines) != 2 || lines[0]["target"] != "web-1" || lines[1]["target"] != "web-3" {
+		t.Errorf("audit lines %v, want web-1's move and web-3's clear only", lines)
 	}
 }
