@@ -48,7 +48,7 @@ func classify(err error) outcome {
 	if errors.Is(err, errClientGone) {
 		return outcomeClientGone
 	}
-	if errors.Is(err, errUnexpectedSwitch) {
+	if errors.Is(err, errUnexpectedSwitch) || errors.Is(err, errTooManyInterim) {
 		return outcomeBadResponse
 	}
 	if errors.Is(err, fasthttp.ErrNoFreeConns) {

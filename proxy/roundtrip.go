@@ -16,6 +16,9 @@ const maxInterim = 16
 // upgrade: the connection no longer speaks HTTP, so the answer cannot be passed on.
 var errUnexpectedSwitch = errors.New("backend switched protocols on a plain request")
 
+// errTooManyInterim is a backend that sent more than maxInterim informational responses.
+var errTooManyInterim = errors.New("backend sent too many informational responses")
+
 // errClientGone is a forward ended because its client went away: the watchdog closed the
 // backend connection.
 var errClientGone = errors.New("client went away")
@@ -70,8 +73,13 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 		if err = resp.Header.Read(bc.br); err != nil {
 			return false, bc.fail(err)
 		}
-		if code := resp.StatusCode(); code >= 200 || code == 101 || n == maxInterim {
+		code := resp.StatusCode()
+		if code >= 200 || code == 101 {
 			break
+		}
+		if n == maxInterim {
+			// The final answer is still to come: the connection cannot be used any more.
+			return false, bc.fail(errTooManyInterim)
 		}
 	}
 	if upgrade && resp.StatusCode() == fasthttp.StatusSwitchingProtocols {

@@ -696,3 +696,22 @@ func TestRelayThatNeverStartsReleasesItsLease(t *testing.T) {
 	close(answer)
 	e.waitIdle()
 }
+
+// Regression: after maxInterim informational responses the next one was taken for the final
+// answer and passed on as such, and the backend connection, its real answer still to come,
+// went back to the pool, where the next request would have read that answer as its own. Too
+// many informational responses are now a bad response.
+func TestTooManyInformationalResponses(t *testing.T) {
+	addr, _ := rawBackendAddr(t, strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", maxInterim+1)+
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr}})
+	e := newEnv(t, cfg, "b1")
+	r := e.do("GET", "shop.test", "/", "")
+	if r.code != 502 || r.headers["x-pollbal-reason"] != "bad_response" {
+		t.Fatalf("got %v, want 502 bad_response", r)
+	}
+	if n := e.p.upstreams.get(e.bal.Snapshot(), backendOf(t, e.bal, "b1")).pool.idleCount(); n != 0 {
+		t.Errorf("%d backend connections kept for reuse, want none", n)
+	}
+	e.waitIdle()
+}
