@@ -53,9 +53,10 @@ func TestOldSnapshotCannotOversubscribeAfterReload(t *testing.T) {
 			}
 			// A retry through the replaced snapshot: the address is full (or gone) now.
 			if l, err := old.Acquire(old.AppByName("www"), &Tried{}); err == nil {
-				held = append(held, l)
+				n := slot.count()
+				l.Release()
 				t.Fatalf("took a lease through the old snapshot on %s: %d in flight on an address of capacity %d",
-					l.Backend.ID, slot.count(), tc.final)
+					l.Backend.ID, n, tc.final)
 			}
 			for _, l := range held {
 				l.Release()

@@ -260,9 +260,8 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Dur
 		}
 		defer func() { _ = b.Close() }()
 		w := &deadlineWriter{c: c, timeout: clientTimeout}
-		_, err := w.Write(head)
-		if err == nil {
-			_, err = b.WriteTo(w)
+		if _, err := w.Write(head); err == nil {
+			_, _ = b.WriteTo(w) // an error ends the relay like its end does: the deferred Close
 		}
 		if w.timedOut {
 			p.connMetrics.clientTimeouts.Inc()
