@@ -25,47 +25,75 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run parses args, serves until ctx ends, and returns the process exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// flags is the parsed command line.
+type flags struct {
+	listen     string
+	id         string
+	poolFile   string
+	lockFile   string
+	secretFile string
+	delay      time.Duration
+	capacity   int
+	noReport   bool
+}
+
+// errUsage reports a command line that was already explained on stderr; it exits 2.
+var errUsage = errors.New("usage")
+
+// parseFlags parses and checks args, writing the usage or the problem to stderr. It returns
+// flag.ErrHelp for -h and errUsage for any bad command line.
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
 	fs := flag.NewFlagSet("example-backend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "", "address to listen on, e.g. 127.0.0.1:9001 (port 0 picks a free port; required)")
-	id := fs.String("id", "", "backend id returned in bodies and X-Backend-Id (default: the bound listen address)")
-	poolFile := fs.String("pool-file", "", "file served by GET /pool (missing file: empty body = out of rotation)")
-	lockFile := fs.String("lock-file", "", "file touched by POST /pool_warning")
-	secretFile := fs.String("secret-file", "", "when set, POST /pool_warning must carry a valid HMAC signature with this secret")
-	delay := fs.Duration("delay", 0, "delay before answering requests on other paths")
-	capacity := fs.Int("capacity", 0, "> 0: refuse client requests past this many at once (503 + X-Pool-Full) and report X-Pool-Load on /pool")
-	noReport := fs.Bool("no-load-report", false, "with -capacity: enforce it but send no X-Pool-Load (balancers then split the capacity evenly)")
+	fs.StringVar(&f.listen, "listen", "", "address to listen on, e.g. 127.0.0.1:9001 (port 0 picks a free port; required)")
+	fs.StringVar(&f.id, "id", "", "backend id returned in bodies and X-Backend-Id (default: the bound listen address)")
+	fs.StringVar(&f.poolFile, "pool-file", "", "file served by GET /pool (missing file: empty body = out of rotation)")
+	fs.StringVar(&f.lockFile, "lock-file", "", "file touched by POST /pool_warning")
+	fs.StringVar(&f.secretFile, "secret-file", "", "when set, POST /pool_warning must carry a valid HMAC signature with this secret")
+	fs.DurationVar(&f.delay, "delay", 0, "delay before answering requests on other paths")
+	fs.IntVar(&f.capacity, "capacity", 0, "> 0: refuse client requests past this many at once (503 + X-Pool-Full) and report X-Pool-Load on /pool")
+	fs.BoolVar(&f.noReport, "no-load-report", false, "with -capacity: enforce it but send no X-Pool-Load (balancers then split the capacity evenly)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: example-backend -listen HOST:PORT [-id ID] [-pool-file FILE] [-lock-file FILE] [-secret-file FILE] [-delay D] [-capacity N [-no-load-report]]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return flags{}, flag.ErrHelp
 		}
-		return 2
+		return flags{}, errUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "example-backend: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
-		return 2
+	var problem string
+	switch {
+	case fs.NArg() > 0:
+		problem = "unexpected arguments: " + strings.Join(fs.Args(), " ")
+	case f.listen == "":
+		problem = "-listen is required"
+	case f.delay < 0:
+		problem = "-delay must not be negative"
+	case f.capacity < 0:
+		problem = "-capacity must not be negative"
 	}
-	if *listen == "" {
-		fmt.Fprintln(stderr, "example-backend: -listen is required")
-		return 2
+	if problem != "" {
+		fmt.Fprintf(stderr, "example-backend: %s\n", problem)
+		return flags{}, errUsage
 	}
-	if *delay < 0 {
-		fmt.Fprintln(stderr, "example-backend: -delay must not be negative")
-		return 2
-	}
-	if *capacity < 0 {
-		fmt.Fprintln(stderr, "example-backend: -capacity must not be negative")
+	return f, nil
+}
+
+// run parses args, serves until ctx ends, and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, err := parseFlags(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
 		return 2
 	}
 	var secret []byte
-	if *secretFile != "" {
-		s, err := readSecret(*secretFile)
+	if f.secretFile != "" {
+		s, err := readSecret(f.secretFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "example-backend: %v\n", err)
 			return 1
@@ -73,31 +101,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		secret = s
 	}
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "example-backend: listen: %v\n", err)
 		return 1
 	}
-	if *id == "" {
+	id := f.id
+	if id == "" {
 		// The bound address, so that -listen 127.0.0.1:0 still gets a unique id.
-		*id = ln.Addr().String()
+		id = ln.Addr().String()
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil)).With("backend", *id)
+	logger := slog.New(slog.NewTextHandler(stderr, nil)).With("backend", id)
 	h := newHandler(handlerOptions{
-		ID:           *id,
-		PoolFile:     *poolFile,
-		LockFile:     *lockFile,
+		ID:           id,
+		PoolFile:     f.poolFile,
+		LockFile:     f.lockFile,
 		Secret:       secret,
-		Delay:        *delay,
-		Capacity:     *capacity,
-		NoLoadReport: *noReport,
+		Delay:        f.delay,
+		Capacity:     f.capacity,
+		NoLoadReport: f.noReport,
 		Logger:       logger,
 		Now:          time.Now,
 	})
-
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
+	return serve(ctx, ln, h, logger, stderr)
+}
 
+// serve serves h on ln until ctx ends, then shuts down gracefully within shutdownTimeout. It
+// returns the process exit code.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, stderr io.Writer) int {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 

@@ -124,56 +124,18 @@ func (d *demo) update(ctx context.Context, start time.Time, script string, pollb
 	defer loadBG.stop()
 
 	var startOvers atomic.Int64
-	countStartOver := func(line string) {
+	scripts, err := d.startScripts(bash, script, func(line string) {
 		if strings.Contains(line, "starting over") {
 			startOvers.Add(1)
 		}
-	}
-	t := d.o.Timings
-	scripts := make([]runningScript, 0, len(d.plan.Backends))
-	for _, b := range d.plan.Backends {
-		c, err := d.start(b.ID+"-update", bash, []string{script,
-			"--pool-file", d.poolFile(b.ID), "--lock-file", d.lockFile(b.ID), "--service", d.plan.Service,
-			"--version", fromVersion, "--new-version", toVersion, "--update-cmd", "sleep " + seconds(t.Update),
-			"--jitter", seconds(t.Jitter), "--lock-window", seconds(t.LockWindow),
-			"--announce-wait", seconds(t.AnnounceWait), "--drain-wait", seconds(t.DrainWait),
-			"--rounds", fmt.Sprint(d.o.Rounds),
-		}, countStartOver)
-		if err != nil {
-			return summary{}, err
-		}
-		scripts = append(scripts, runningScript{id: b.ID, child: c})
+	})
+	if err != nil {
+		return summary{}, err
 	}
 	viewBG := background(func(ctx context.Context) { d.view(ctx, runStart, ld, mon, scripts) })
 	defer viewBG.stop()
 
-	allDone := make(chan struct{})
-	go func() {
-		for _, s := range scripts {
-			<-s.child.done
-		}
-		close(allDone)
-	}()
-	timeout := time.NewTimer(d.o.Timeout)
-	defer timeout.Stop()
-	var stopped string
-	select {
-	case <-allDone:
-		// Give pollbal a few checks to see the last pool file change.
-		_ = waitUntil(ctx, settleTimeout, sampleEvery, "", func() (bool, error) {
-			s := mon.state()
-			return s != nil && allOn(*s, d.plan.Service, toVersion, d.backendIDs()), nil
-		})
-		if ctx.Err() != nil {
-			stopped = "interrupted"
-		}
-	case <-ctx.Done():
-		stopped = "interrupted"
-	case <-timeout.C:
-		stopped = fmt.Sprintf("timed out after %s with update scripts still running", d.o.Timeout)
-	case <-pollbal.done:
-		stopped = fmt.Sprintf("pollbal exited with status %d:\n%s", pollbal.exitCode(), pollbal.log.tail())
-	}
+	stopped := d.awaitScripts(ctx, mon, scripts, pollbal)
 
 	// Traffic first, so that every request it sent is answered before anything stops; then one
 	// last sample with the load finished, then the view's last frame.
@@ -184,13 +146,7 @@ func (d *demo) update(ctx context.Context, start time.Time, script string, pollb
 	if stopped != "" {
 		fmt.Fprintf(d.out, "stopping: %s\n", stopped)
 	}
-	running := map[string]string{} // script still running when the run ended: its last step
-	for _, s := range scripts {
-		if !s.child.exited() {
-			running[s.id] = scriptStep(s.child.log.last())
-		}
-		s.child.stop(stopGrace)
-	}
+	ends := stopScripts(scripts)
 
 	served, failed := ld.counts()
 	mins, samples, sampleFailures := mon.result()
@@ -198,39 +154,119 @@ func (d *demo) update(ctx context.Context, start time.Time, script string, pollb
 		Elapsed: time.Since(start), Stopped: stopped, Served: served, Failed: failed, Failures: ld.failures(),
 		Backends: len(scripts), NewVersion: toVersion, Rounds: d.o.Rounds,
 		Pools: mins, Samples: samples, SampleFailures: sampleFailures, StartOvers: int(startOvers.Load()),
+		Warnings: d.warningsReceived(scripts),
 	}
 	final := mon.state()
-	for _, s := range scripts {
-		why := d.notUpdated(s, final)
-		if step, ok := running[s.id]; ok {
-			why = "update script still running when the demo stopped (last: " + step + ")"
-		}
-		if why == "" {
+	for _, e := range ends {
+		if why := notUpdated(e, final, d.plan.Service); why == "" {
 			sum.Updated++
 		} else {
-			sum.NotUpdated = append(sum.NotUpdated, s.id+": "+why)
-		}
-		var st backendStats
-		if err := getJSON(context.Background(), d.http, "http://"+d.address(s.id)+"/_backend/stats", &st); err == nil {
-			sum.Warnings += st.Warnings
+			sum.NotUpdated = append(sum.NotUpdated, e.id+": "+why)
 		}
 	}
 	return sum, nil
 }
 
+// startScripts starts one update script per backend; count sees every line they print.
+func (d *demo) startScripts(bash, script string, count func(line string)) ([]runningScript, error) {
+	t := d.o.Timings
+	scripts := make([]runningScript, 0, len(d.plan.Backends))
+	for _, b := range d.plan.Backends {
+		c, err := d.start(b.ID+"-update", bash, []string{script,
+			"--pool-file", d.poolFile(b.ID), "--lock-file", d.lockFile(b.ID), "--service", d.plan.Service,
+			"--version", fromVersion, "--new-version", toVersion, "--update-cmd", "sleep " + seconds(t.Update),
+			"--jitter", seconds(t.Jitter), "--lock-window", seconds(t.LockWindow),
+			"--announce-wait", seconds(t.AnnounceWait), "--drain-wait", seconds(t.DrainWait),
+			"--rounds", fmt.Sprint(d.o.Rounds),
+		}, count)
+		if err != nil {
+			return nil, err
+		}
+		scripts = append(scripts, runningScript{id: b.ID, child: c})
+	}
+	return scripts, nil
+}
+
+// awaitScripts waits until every script has exited and pollbal shows the last pool file
+// change, or the run ends early. It returns why the run ended early, or "".
+func (d *demo) awaitScripts(ctx context.Context, mon *monitor, scripts []runningScript, pollbal *child) string {
+	allDone := make(chan struct{})
+	go func() {
+		for _, s := range scripts {
+			<-s.child.done
+		}
+		close(allDone)
+	}()
+	timeout := time.NewTimer(d.o.Timeout)
+	defer timeout.Stop()
+	select {
+	case <-allDone:
+		// Give pollbal a few checks to see the last pool file change.
+		_ = waitUntil(ctx, settleTimeout, sampleEvery, "", func() (bool, error) {
+			s := mon.state()
+			return s != nil && allOn(*s, d.plan.Service, toVersion, d.backendIDs()), nil
+		})
+		if ctx.Err() != nil {
+			return "interrupted"
+		}
+		return ""
+	case <-ctx.Done():
+		return "interrupted"
+	case <-timeout.C:
+		return fmt.Sprintf("timed out after %s with update scripts still running", d.o.Timeout)
+	case <-pollbal.done:
+		return fmt.Sprintf("pollbal exited with status %d:\n%s", pollbal.exitCode(), pollbal.log.tail())
+	}
+}
+
+// scriptEnd is how one update script ended.
+type scriptEnd struct {
+	id      string
+	running bool   // still running when the run ended (then stopped)
+	code    int    // exit code; -1 when a signal ended it
+	last    string // the step it was on when the run ended
+}
+
+// stopScripts stops every script still running and says how each one ended.
+func stopScripts(scripts []runningScript) []scriptEnd {
+	ends := make([]scriptEnd, 0, len(scripts))
+	for _, s := range scripts {
+		e := scriptEnd{id: s.id, running: !s.child.exited(), last: scriptStep(s.child.log.last())}
+		s.child.stop(stopGrace)
+		e.code = s.child.exitCode()
+		ends = append(ends, e)
+	}
+	return ends
+}
+
 // notUpdated says why a backend does not count as updated, or "" when it does: its script
-// exited 0 and pollbal's last state shows it ready and serving the new version.
-func (d *demo) notUpdated(s runningScript, final *apiState) string {
-	if code := s.child.exitCode(); code != 0 {
-		return fmt.Sprintf("update script exited with status %d (last: %s)", code, scriptStep(s.child.log.last()))
-	}
-	if final == nil {
+// exited 0 by itself and pollbal's last state (nil: unknown) shows it ready and serving the
+// new version of service.
+func notUpdated(e scriptEnd, final *apiState, service string) string {
+	switch {
+	case e.running:
+		return "update script still running when the demo stopped (last: " + e.last + ")"
+	case e.code != 0:
+		return fmt.Sprintf("update script exited with status %d (last: %s)", e.code, e.last)
+	case final == nil:
 		return "pollbal's state is unknown"
-	}
-	if !allOn(*final, d.plan.Service, toVersion, []string{s.id}) {
+	case !allOn(*final, service, toVersion, []string{e.id}):
 		return "pollbal does not show it ready and serving " + toVersion
 	}
 	return ""
+}
+
+// warningsReceived sums the POST /pool_warning requests every backend says it received; a
+// backend that does not answer counts none.
+func (d *demo) warningsReceived(scripts []runningScript) int64 {
+	var n int64
+	for _, s := range scripts {
+		var st backendStats
+		if err := getJSON(context.Background(), d.http, "http://"+d.address(s.id)+"/_backend/stats", &st); err == nil {
+			n += st.Warnings
+		}
+	}
+	return n
 }
 
 func (d *demo) address(id string) string {

@@ -134,6 +134,38 @@ func TestAllOn(t *testing.T) {
 	}
 }
 
+func TestNotUpdated(t *testing.T) {
+	t.Parallel()
+	final := &apiState{Backends: []apiBackend{be("a", "p", statusServing, "v2"), be("b", "p", statusServing, "v1")}}
+	tests := []struct {
+		name  string
+		end   scriptEnd
+		final *apiState
+		want  string
+	}{
+		{name: "exited 0 and serving the new version", end: scriptEnd{id: "a"}, final: final, want: ""},
+		{
+			name: "still running wins over everything",
+			end:  scriptEnd{id: "a", running: true, code: -1, last: "draining"}, final: final,
+			want: "update script still running when the demo stopped (last: draining)",
+		},
+		{
+			name: "failed script", end: scriptEnd{id: "a", code: 3, last: "updating"}, final: final,
+			want: "update script exited with status 3 (last: updating)",
+		},
+		{name: "state unknown", end: scriptEnd{id: "a"}, final: nil, want: "pollbal's state is unknown"},
+		{name: "still on the old version", end: scriptEnd{id: "b"}, final: final, want: "pollbal does not show it ready and serving v2"},
+		{name: "not in the state", end: scriptEnd{id: "z"}, final: final, want: "pollbal does not show it ready and serving v2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := notUpdated(tc.end, tc.final, "web"); got != tc.want {
+				t.Errorf("notUpdated = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSummaryProblems(t *testing.T) {
 	t.Parallel()
 	good := summary{
