@@ -175,6 +175,11 @@ func (b *Balancer) exhausted(app *App) {
 	b.alarms.exhausted(b.Snapshot().cfg.Site, app)
 }
 
+// Exhausted raises pool_exhausted (counted, the alarm deduplicated) for a request that is
+// answered as for an exhausted pool although its first try found a candidate: every candidate
+// it tried refused it as full (503 + X-Pool-Full). Acquire raises it only on a first try.
+func (s *Snapshot) Exhausted(app *App) { s.bal.exhausted(app) }
+
 func (b *Balancer) fellBack(app *App) {
 	app.counters.fallback.Inc()
 	b.alarms.fellBack(app)

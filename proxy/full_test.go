@@ -1,12 +1,18 @@
 package proxy
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"pollbal/balancer"
 	"pollbal/configs"
 )
 
@@ -117,4 +123,153 @@ func backendCounter(t testing.TB, reg *prometheus.Registry, name, id string) flo
 		}
 	}
 	return 0
+}
+
+// TestBackendFullNothingLeft checks a request that every candidate refused as full (503 +
+// X-Pool-Full), with real backends on 127.0.0.1: it is answered exactly as for an exhausted pool
+// (the same 503, Retry-After and body), and raises pool_exhausted as an exhausted pool does:
+// pollbal_pool_exhausted_total counts every such request, the event is deduplicated, the
+// webhook gets the alarm. A request that one backend refused and the other served raises
+// nothing.
+func TestBackendFullNothingLeft(t *testing.T) {
+	posts := make(chan string, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		posts <- string(body)
+	}))
+	t.Cleanup(hook.Close)
+
+	full, ok := fullBackend(t), okBackend(t)
+	cbs := []configs.Backend{{ID: "a", Address: full.addr}, {ID: "b", Address: fullBackend(t).addr}}
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs)
+	cfg.Alarms.Webhook = hook.URL
+	e := newEnv(t, cfg, "a", "b")
+
+	// The answer of a pool with no candidate at all, for comparison: every slot of both
+	// backends held (capacity 10 each, testConfig's default).
+	var leases []balancer.Lease
+	app := e.bal.Snapshot().Route([]byte("shop.test"))
+	for range 20 {
+		l, err := e.bal.Snapshot().Acquire(app, nil)
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		leases = append(leases, l)
+	}
+	exhausted := e.do("GET", "shop.test", "/", "")
+	for _, l := range leases {
+		l.Release()
+	}
+	if exhausted.code != 503 || exhausted.headers["x-pollbal-reason"] != "pool_exhausted" {
+		t.Fatalf("exhausted pool answered %v, want 503 pool_exhausted", exhausted)
+	}
+	if got := receive(t, posts); !strings.Contains(got, `"alarm":"pool_exhausted"`) || !strings.Contains(got, `"app":"shop"`) {
+		t.Fatalf("webhook got %s, want a pool_exhausted alarm for app shop", got)
+	}
+	// A new balancer, so the dedup window of that alarm does not hide the refusals' one.
+	e = newEnv(t, cfg, "a", "b")
+
+	// The first request meets both backends with a free slot and is refused by both; the
+	// refusals lower their limits (until their next report), so the next ones find no
+	// candidate at their first try.
+	for i := range 3 {
+		r := e.do("GET", "shop.test", "/", "")
+		if r.code != exhausted.code || r.body != exhausted.body || !sameHeaders(r.headers, exhausted.headers, "date") {
+			t.Fatalf("request %d refused by both backends: got %v, want the exhausted pool's answer %v", i, r, exhausted)
+		}
+		if i > 0 {
+			continue
+		}
+		if got := backendCounter(t, e.balReg, "pollbal_backend_full_total", "a") + backendCounter(t, e.balReg, "pollbal_backend_full_total", "b"); got != 2 {
+			t.Fatalf("first request: %v refusals, want 2 (one by each backend)", got)
+		}
+		if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 1 {
+			t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after a request refused by every candidate, want 1", got)
+		}
+		if n := countEvents(e.bal, "pool_exhausted"); n != 1 {
+			t.Errorf("%d pool_exhausted events after a request refused by every candidate, want 1", n)
+		}
+		if got := receive(t, posts); !strings.Contains(got, `"alarm":"pool_exhausted"`) || !strings.Contains(got, `"app":"shop"`) {
+			t.Errorf("webhook got %s, want a pool_exhausted alarm for app shop", got)
+		}
+	}
+	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 3 {
+		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after 3 exhausted answers, want 3", got)
+	}
+	if n := countEvents(e.bal, "pool_exhausted"); n != 1 {
+		t.Errorf("%d pool_exhausted events, want 1 (deduplicated)", n)
+	}
+	e.waitIdle()
+
+	// One refusal, then served: not exhausted.
+	cbs = []configs.Backend{{ID: "a", Address: full.addr}, {ID: "b", Address: ok.addr}}
+	e = newEnv(t, testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs), "a", "b")
+	if r := e.do("GET", "shop.test", "/", ""); r.code != 200 || r.headers["x-pollbal-backend"] != "b" {
+		t.Fatalf("got %v, want 200 from b", r)
+	}
+	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 0 {
+		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after a request served by the second candidate, want 0", got)
+	}
+	if n := countEvents(e.bal, "pool_exhausted"); n != 0 {
+		t.Errorf("%d pool_exhausted events after a request served by the second candidate, want 0", n)
+	}
+	e.waitIdle()
+}
+
+// receive returns the next alarm posted to the webhook, failing the test after 10 s.
+func receive(t *testing.T, posts <-chan string) string {
+	t.Helper()
+	select {
+	case got := <-posts:
+		return got
+	case <-time.After(10 * time.Second):
+		t.Fatal("no alarm posted to the webhook within 10 s")
+		return ""
+	}
+}
+
+// sameHeaders reports whether a and b are equal but for the headers named in skip.
+func sameHeaders(a, b map[string]string, skip ...string) bool {
+	diff := func(x, y map[string]string) bool {
+		for k, v := range x {
+			if !slices.Contains(skip, k) && y[k] != v {
+				return true
+			}
+		}
+		return false
+	}
+	return !diff(a, b) && !diff(b, a)
+}
+
+// appCounter reads the counter name{app=app} from reg; 0 when the series is absent.
+func appCounter(t testing.TB, reg *prometheus.Registry, name, app string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "app" && lp.GetValue() == app {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// countEvents counts the balancer's events of kind.
+func countEvents(bal *balancer.Balancer, kind string) int {
+	n := 0
+	for _, ev := range bal.Events().List() {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
 }

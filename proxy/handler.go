@@ -98,6 +98,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 				continue
 			}
 			if last == nil {
+				snap.Exhausted(app)
 				answerExhausted(ctx, app)
 			} else {
 				answerFailure(ctx, failed, app, last, pool)
@@ -115,6 +116,11 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			return
 		}
 		if o == outcomeNoCandidate {
+			if last == nil && full > 0 {
+				// Every candidate refused it as full: nothing is left, as for an exhausted
+				// pool, and Acquire raised no alarm since this was not a first try.
+				snap.Exhausted(app)
+			}
 			break
 		}
 		failed, last, pool = o, b, lp
