@@ -245,63 +245,60 @@ func (b *Balancer) Observe(o Observation) {
 	if o.Address != "" && o.Address != rt.Address {
 		return // a check of the address a reload just replaced
 	}
-	old := rt.health.Load()
-	h := &Health{Ready: o.Ready, Reason: o.Reason, Checked: o.Checked, ReadySince: old.ReadySince}
-	for _, r := range o.Reports {
-		if _, ok := snap.cfg.Services[r.Service]; ok {
-			h.Reports = append(h.Reports, r)
-		} else {
-			h.Ignored = append(h.Ignored, r.Service)
-		}
-	}
-	if !o.Ready {
-		h.Reports, h.Ignored = nil, nil
-	}
+	h, change := nextHealth(rt.health.Load(), o, snap.cfg.Services)
 	if len(h.Ignored) > 0 {
 		b.metrics.ignored.WithLabelValues(o.ID).Add(float64(len(h.Ignored)))
 	}
-	if o.Ready && !old.Ready && !old.Checked.IsZero() {
-		// Became ready after a check that found it not ready: slow start ramps it. The very
-		// first check of a backend (pollbal just started, or a reload added it) does not.
-		h.ReadySince = o.Checked
+	if o.Reason == "" {
+		b.readmit(rt)
 	}
-	if o.Reason == "" && (rt.ejected.Load() || rt.failStreak.Load() != 0) {
-		rt.failStreak.Store(0)
-		if rt.ejected.CompareAndSwap(true, false) {
-			b.events.Add("readmitted", fmt.Sprintf("backend %s back in scheduling after a good check", o.ID))
-			b.log.Info("backend readmitted after a good check", "backend", o.ID)
-		}
-	}
-	changed := h.Ready != old.Ready || !sameReports(h.Reports, old.Reports) || !sameStrings(h.Ignored, old.Ignored)
-	if !changed {
-		// Nothing a scheduler sees: publish the new check time and reason without a rebuild.
-		rt.health.Store(h)
-		b.observeLoad(rt, o)
+	b.applyHealth(rt, h, change)
+	b.observeLoad(rt, o) // after applyHealth's unlock: it may take the mutex itself
+}
+
+// readmit ends rt's failure streak after a good check, and its ejection if it was ejected.
+func (b *Balancer) readmit(rt *Backend) {
+	if !rt.ejected.Load() && rt.failStreak.Load() == 0 {
 		return
 	}
-	defer b.observeLoad(rt, o) // after the unlock below: it may take the mutex itself
+	rt.failStreak.Store(0)
+	if rt.ejected.CompareAndSwap(true, false) {
+		b.events.Add("readmitted", fmt.Sprintf("backend %s back in scheduling after a good check", rt.ID))
+		b.log.Info("backend readmitted after a good check", "backend", rt.ID)
+	}
+}
+
+// applyHealth publishes h as rt's health. A change nothing schedules on is stored without a
+// lock or a rebuild; a visible one is stored under the mutex, refreshes the candidate sets of
+// rt's pool and fires the events and the log line the change calls for. A Backend a reload
+// replaced meanwhile is left alone.
+func (b *Balancer) applyHealth(rt *Backend, h *Health, c healthChange) {
+	if !c.Visible {
+		rt.health.Store(h)
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.backends[o.ID] != rt { // replaced by a reload meanwhile
+	if b.backends[rt.ID] != rt { // replaced by a reload meanwhile
 		return
 	}
 	rt.health.Store(h)
 	// Only this backend's pool's candidate sets depend on its health; under b.mu no rebuild
 	// can swap the snapshot meanwhile.
 	cur := b.snap.Load()
-	if cm := cur.byID[o.ID]; cm != nil && cm.b == rt {
+	if cm := cur.byID[rt.ID]; cm != nil && cm.b == rt {
 		cur.refreshPool(cm.pool)
 		b.queues.wake() // a backend that became ready may serve waiters
 	}
-	if h.Ready != old.Ready {
+	if c.ReadyChanged {
 		if h.Ready {
-			b.events.Add("ready", fmt.Sprintf("backend %s is ready", o.ID))
+			b.events.Add("ready", fmt.Sprintf("backend %s is ready", rt.ID))
 		} else {
-			b.events.Add("not_ready", fmt.Sprintf("backend %s is not ready: %s", o.ID, o.Reason))
+			b.events.Add("not_ready", fmt.Sprintf("backend %s is not ready: %s", rt.ID, h.Reason))
 		}
 	}
-	if len(h.Ignored) > 0 && !sameStrings(h.Ignored, old.Ignored) {
-		b.log.Warn("backend reports services the config does not declare; dropped", "backend", o.ID, "services", h.Ignored)
+	if c.NewIgnored {
+		b.log.Warn("backend reports services the config does not declare; dropped", "backend", rt.ID, "services", h.Ignored)
 	}
 }
 
