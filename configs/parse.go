@@ -40,6 +40,13 @@ func Parse(data []byte) (*Config, error) {
 		dropped = addTypeErrors(&p, data, typeErr)
 	}
 	c := raw.config(&p)
+	if raw.Admin.Store.Etcd == nil {
+		// yaml.v3 reads an empty key as absent; here that would silently mean "no store".
+		if line, ok := indexDocument(data).empty("admin.store.etcd"); ok {
+			p.errs = append(p.errs, &problem{path: "admin.store.etcd", line: line,
+				err: errors.New("is empty: list its endpoints, or remove the key to keep admin moves in this instance only")})
+		}
+	}
 	if dropped {
 		// Validating what is left would only add noise such as "site: required".
 		return nil, p.err()

@@ -58,6 +58,17 @@ func TestParseEtcdStore(t *testing.T) {
 		{name: "unknown key",
 			doc:  "admin:\n  store:\n    etcd:\n      endpoints: [127.0.0.1:2379]\n      lease: 5s\n",
 			want: []string{"admin.store.etcd.lease: unknown key (line 18)"}},
+		// An empty etcd key once read as "no store": the instance silently kept its moves to
+		// itself.
+		{name: "empty etcd key",
+			doc:  "admin:\n  store:\n    etcd:\n",
+			want: []string{"admin.store.etcd: is empty: list its endpoints, or remove the key to keep admin moves in this instance only (line 16)"}},
+		{name: "null etcd key",
+			doc:  "admin:\n  store:\n    etcd: null\n",
+			want: []string{"admin.store.etcd: is empty: list its endpoints, or remove the key to keep admin moves in this instance only (line 16)"}},
+		{name: "empty etcd key among other problems",
+			doc:  "admin:\n  listen: 5\n  store:\n    etcd: ~\n",
+			want: []string{"admin.store.etcd: is empty: list its endpoints, or remove the key to keep admin moves in this instance only (line 17)", "admin.listen: missing port (line 15)"}},
 		{name: "unknown store kind",
 			doc:  "admin:\n  store:\n    consul: {}\n",
 			want: []string{"admin.store.consul: unknown key (line 16)"}},

@@ -189,6 +189,17 @@ func (idx *docIndex) locate(err error) error {
 	return &located
 }
 
+// empty reports whether the document writes the key at path with no value (or null), and the
+// key's line.
+func (idx *docIndex) empty(path string) (int, bool) {
+	for _, e := range idx.values {
+		if e.path == path && e.text == "!!null" {
+			return idx.line(path), true
+		}
+	}
+	return 0, false
+}
+
 // line returns the line of the key at path, or of the list element at path; 0 if the
 // document does not write it.
 func (idx *docIndex) line(path string) int {
