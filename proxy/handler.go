@@ -168,7 +168,7 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	}()
 	tried.Add(lease.Backend)
 
-	pool := p.upstreams.get(snap, lease.Backend).pool
+	pool := p.upstreams.get(snap, lease.Backend)
 	if len(ctx.Request.Host()) == 0 {
 		// An HTTP/1.0 request may come without Host; the backend connection is HTTP/1.1,
 		// which requires one.

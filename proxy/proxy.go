@@ -85,7 +85,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, err
 	}
 	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
-	p.upstreams = newUpstreams(p.watch)
+	p.upstreams = newUpstreams(bal, p.watch)
 	p.srv = &fasthttp.Server{
 		Handler:            p.Handler,
 		ErrorHandler:       p.errorHandler,
@@ -104,7 +104,6 @@ func New(o Options) (*Proxy, error) {
 		LazyRequestTime:              true,
 		CloseOnShutdown:              true,
 	}
-	p.Reload()
 	return p, nil
 }
 
@@ -188,15 +187,12 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// Reload applies the balancer's current configuration after a reload: clients of removed
-// backends, and of backends whose capacity changed, are dropped (the latter are rebuilt with the
-// new MaxConns on next use); metric series of removed apps are deleted. Timeouts, retries and
-// the request body limit are read from the snapshot on every request and need nothing here.
+// Reload deletes the metric series of apps a reload removed. Backend connection pools follow
+// the balancer by themselves (upstream.go); timeouts, retries and the request body limit are
+// read from the snapshot on every request.
 func (p *Proxy) Reload() {
-	snap := p.bal.Snapshot()
-	p.upstreams.reload(snap)
 	names := map[string]bool{}
-	for _, a := range snap.Apps() {
+	for _, a := range p.bal.Snapshot().Apps() {
 		names[a.Name] = true
 	}
 	p.metrics.keep(names)

@@ -210,8 +210,7 @@ func TestStreamedResponse(t *testing.T) {
 		}
 	}
 	e.waitIdle()
-	up := (*e.p.upstreams.m.Load())[backendOf(t, e.bal, "b1")]
-	if n := up.pool.idleCount(); n != 1 {
+	if n := e.p.upstreams.get(e.bal.Snapshot(), backendOf(t, e.bal, "b1")).idleCount(); n != 1 {
 		t.Errorf("%d idle backend connections after three streamed responses in turn, want 1 (reused)", n)
 	}
 }
@@ -710,7 +709,7 @@ func TestTooManyInformationalResponses(t *testing.T) {
 	if r.code != 502 || r.headers["x-pollbal-reason"] != "bad_response" {
 		t.Fatalf("got %v, want 502 bad_response", r)
 	}
-	if n := e.p.upstreams.get(e.bal.Snapshot(), backendOf(t, e.bal, "b1")).pool.idleCount(); n != 0 {
+	if n := e.p.upstreams.get(e.bal.Snapshot(), backendOf(t, e.bal, "b1")).idleCount(); n != 0 {
 		t.Errorf("%d backend connections kept for reuse, want none", n)
 	}
 	e.waitIdle()

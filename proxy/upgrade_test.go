@@ -264,7 +264,7 @@ func TestUpgradeAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc, err := e.p.upstreams.get(snap, lease.Backend).pool.get(true)
+	bc, err := e.p.upstreams.get(snap, lease.Backend).get(true)
 	if err != nil {
 		t.Fatal(err)
 	}

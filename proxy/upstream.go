@@ -21,100 +21,93 @@ const (
 	idleConnDuration = 2 * time.Second
 )
 
-// upstream is the connection pool of one backend, with the capacity it was built for. The
-// leases bound the connections in use to the capacity, so a request never waits for one. It
-// is safe for concurrent use and must not be copied.
-type upstream struct {
-	pool     *connPool
-	capacity int
-	// checked is the configuration the capacity was last verified against: a reload installs
-	// a new *configs.Config, and the first request that sees it re-checks the capacity.
-	checked atomic.Pointer[configs.Config]
-}
-
-func newUpstream(addr string, capacity int, w *watchdog) *upstream {
-	return &upstream{capacity: capacity, pool: newConnPool(addr, w)}
-}
-
-// upstreams maps runtime backends to their upstreams: a copy-on-write map behind an atomic
-// pointer, so the request path reads it without locking. It is safe for concurrent use.
+// upstreams holds the connection pool of every backend of the balancer's current
+// configuration. It is derived from the balancer alone: the table is rebuilt from the
+// balancer's current snapshot (never from a request's own, which may be older) when a request
+// finds it was built for another configuration, so nothing has to be called after a reload and
+// no order of calls matters. A pool belongs to a runtime backend (its id and address), whatever
+// the backend's capacity: the leases bound the connections in use, so a pool never makes a
+// request wait, and a capacity change keeps the idle connections. It is safe for concurrent use.
 type upstreams struct {
-	watch *watchdog  // watches every client's connections
-	mu    sync.Mutex // serialises writers
-	m     atomic.Pointer[map[*balancer.Backend]*upstream]
+	bal   *balancer.Balancer
+	watch *watchdog  // watches every pool's connections
+	mu    sync.Mutex // serialises rebuilds
+	t     atomic.Pointer[upstreamTable]
 }
 
-func newUpstreams(w *watchdog) *upstreams {
-	u := &upstreams{watch: w}
-	u.m.Store(&map[*balancer.Backend]*upstream{})
+// upstreamTable is the pools of one configuration's backends. It is immutable once published.
+type upstreamTable struct {
+	cfg   *configs.Config // nil before the first request
+	pools map[*balancer.Backend]*connPool
+}
+
+func newUpstreams(bal *balancer.Balancer, w *watchdog) *upstreams {
+	u := &upstreams{bal: bal, watch: w}
+	u.t.Store(&upstreamTable{})
 	return u
 }
 
-// get returns the upstream for b as configured in snap. The common case is one map read and one
-// pointer compare; a backend seen for the first time, or for the first time since a reload,
-// takes the slow path.
-func (u *upstreams) get(snap *balancer.Snapshot, b *balancer.Backend) *upstream {
-	if up := (*u.m.Load())[b]; up != nil && up.checked.Load() == snap.Config() {
-		return up
+// get returns the connection pool of b, a backend leased from snap. The common case is one
+// pointer compare and one map read.
+func (u *upstreams) get(snap *balancer.Snapshot, b *balancer.Backend) *connPool {
+	if t := u.t.Load(); t.cfg == snap.Config() {
+		if p := t.pools[b]; p != nil {
+			return p
+		}
 	}
-	return u.slow(snap, b)
+	return u.slow(b)
 }
 
-func (u *upstreams) slow(snap *balancer.Snapshot, b *balancer.Backend) *upstream {
-	capacity := snap.Capacity(b)
-	if capacity < 1 {
-		capacity = 1 // not in snap: cannot happen for a leased backend, but never build MaxConns 0 (unlimited)
+// slow serves a request whose snapshot is not the table's: one older than the balancer's (b's
+// pool is the current one, or b has been removed since), or newer than the table (the table is
+// rebuilt first).
+func (u *upstreams) slow(b *balancer.Backend) *connPool {
+	t := u.t.Load()
+	if t.cfg != u.bal.Snapshot().Config() {
+		t = u.rebuild()
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	old := *u.m.Load()
-	if up := old[b]; up != nil && up.capacity == capacity {
-		up.checked.Store(snap.Config())
-		return up
+	if p := t.pools[b]; p != nil {
+		return p
 	}
-	up := newUpstream(b.Address, capacity, u.watch)
-	up.checked.Store(snap.Config())
-	next := make(map[*balancer.Backend]*upstream, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	if prev := old[b]; prev != nil {
-		// Its in-flight requests finish on it; its connections are of no further use.
-		prev.pool.closeIdle(true)
-	}
-	next[b] = up
-	u.m.Store(&next)
-	return up
+	// b left the configuration while this request held an older snapshot: its connection is
+	// not kept for anyone.
+	p := newConnPool(b.Address, u.watch)
+	p.closed = true
+	return p
 }
 
-// reload drops the upstreams of backends that are no longer in snap, and of those whose capacity
-// changed (they are rebuilt on next use). Requests in flight on a dropped one finish on it.
-func (u *upstreams) reload(snap *balancer.Snapshot) {
-	live := map[*balancer.Backend]bool{}
-	for _, b := range snap.Backends() {
-		live[b] = true
-	}
+// rebuild publishes the table of the balancer's current configuration: backends that stay keep
+// their pools, new ones get empty pools, and the pools of backends that left are retired (their
+// idle connections are closed now, those in use when their request ends).
+func (u *upstreams) rebuild() *upstreamTable {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	old := *u.m.Load()
-	next := make(map[*balancer.Backend]*upstream, len(old))
-	for b, up := range old {
-		if live[b] && up.capacity == snap.Capacity(b) {
-			up.checked.Store(snap.Config())
-			next[b] = up
+	snap := u.bal.Snapshot() // read under mu: tables only move forward
+	old := u.t.Load()
+	if old.cfg == snap.Config() {
+		return old
+	}
+	backends := snap.Backends()
+	next := &upstreamTable{cfg: snap.Config(), pools: make(map[*balancer.Backend]*connPool, len(backends))}
+	for _, b := range backends {
+		if p := old.pools[b]; p != nil {
+			next.pools[b] = p
 			continue
 		}
-		up.pool.closeIdle(true)
+		next.pools[b] = newConnPool(b.Address, u.watch)
 	}
-	u.m.Store(&next)
+	for b, p := range old.pools {
+		if next.pools[b] == nil {
+			p.closeIdle(true)
+		}
+	}
+	u.t.Store(next)
+	return next
 }
 
 // closeIdle closes every idle backend connection (after shutdown).
 func (u *upstreams) closeIdle() {
-	for _, up := range *u.m.Load() {
-		up.pool.closeIdle(true)
+	for _, p := range u.t.Load().pools {
+		p.closeIdle(true)
 	}
 }
-
-// len is the number of upstreams held (for tests).
-func (u *upstreams) len() int { return len(*u.m.Load()) }
