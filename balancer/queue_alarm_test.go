@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // Regression: while any request waited in any queue, a first try returned "no candidate" before
@@ -36,7 +37,7 @@ func TestExhaustedAlarmWhileOthersWait(t *testing.T) {
 		}
 		served <- l
 	}()
-	waitFor(t, "a waiter in busy", func() bool { return b.QueueLength("busy") == 1 })
+	testproc.WaitFor(t, 10*time.Second, "a waiter in busy", func() bool { return b.QueueLength("busy") == 1 })
 
 	shop := s.AppByName("shop")
 	before := testCounter(t, shop.counters.exhausted)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // queueCfg is one app on backends of the given capacities, with the queue on.
@@ -34,20 +35,6 @@ func get(b *Balancer, gone func() bool) (Lease, error) {
 		return l, nil
 	}
 	return s.Wait(app, gone)
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 func TestQueueFIFO(t *testing.T) {
@@ -76,7 +63,7 @@ func TestQueueFIFO(t *testing.T) {
 			mu.Unlock()
 			l.Release()
 		}(i)
-		waitFor(t, fmt.Sprintf("waiter %d queued", i), func() bool { return b.QueueLength("default") == i+1 })
+		testproc.WaitFor(t, 10*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool { return b.QueueLength("default") == i+1 })
 	}
 	// A new arrival while requests wait queues behind them rather than taking a slot.
 	if _, err := b.Snapshot().Acquire(b.Snapshot().AppByName("www"), nil); !errors.Is(err, ErrNoCandidate) {
@@ -112,7 +99,7 @@ func TestQueueFullAndTimeout(t *testing.T) {
 		_, err := get(b, nil)
 		res <- err
 	}()
-	waitFor(t, "one waiter", func() bool { return b.QueueLength("default") == 1 })
+	testproc.WaitFor(t, 10*time.Second, "one waiter", func() bool { return b.QueueLength("default") == 1 })
 	if p := b.Pools()[0]; p.Name != "default" || p.Queued != 1 {
 		t.Fatalf("pool state %+v, want default with 1 queued", p)
 	}
@@ -158,7 +145,7 @@ func TestQueueClientGone(t *testing.T) {
 		_, err := get(b, gone.Load)
 		res <- err
 	}()
-	waitFor(t, "waiter queued", func() bool { return b.QueueLength("default") == 1 })
+	testproc.WaitFor(t, 10*time.Second, "waiter queued", func() bool { return b.QueueLength("default") == 1 })
 	began := time.Now()
 	gone.Store(true)
 	if err := <-res; !errors.Is(err, ErrGone) {
@@ -190,7 +177,7 @@ func TestQueueReloadWakesWaiters(t *testing.T) {
 		}
 		res <- l
 	}()
-	waitFor(t, "waiter queued", func() bool { return b.QueueLength("default") == 1 })
+	testproc.WaitFor(t, 10*time.Second, "waiter queued", func() bool { return b.QueueLength("default") == 1 })
 	bigger, _ := queueCfg(time.Minute, 10, 2)
 	b.Update(bigger)
 	select {

@@ -20,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // limitsEnv is an env whose proxy settings tune sets (timeouts, connection limit).
@@ -189,7 +190,7 @@ func TestShutdownClosesQuietConnectionsAtOnce(t *testing.T) {
 	if _, err := halfSent.c.Write([]byte("GET / HTTP/1.1\r\nHost: shop")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "three connections open", func() bool { return e.p.open.Load() == 3 })
+	testproc.WaitFor(t, 10*time.Second, "three connections open", func() bool { return e.p.open.Load() == 3 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -236,7 +237,7 @@ func TestMaxConnections(t *testing.T) {
 		t.Errorf("refused connections counted %v, want 1", n)
 	}
 	_ = first.c.Close()
-	waitFor(t, "the closed connection to leave the count", func() bool { return e.p.open.Load() == 1 })
+	testproc.WaitFor(t, 10*time.Second, "the closed connection to leave the count", func() bool { return e.p.open.Load() == 1 })
 	if r := rawExchange(t, e.ln, req); r.code != 200 {
 		t.Errorf("request after a connection closed: %v", r)
 	}

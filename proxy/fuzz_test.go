@@ -16,6 +16,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // canaryMark in a fuzz input is replaced by the address of a listener that nothing may ever
@@ -178,7 +179,7 @@ func FuzzRequest(f *testing.F) {
 		if len(out) > 0 && !bytes.HasPrefix(out, []byte("HTTP/1.1 ")) {
 			t.Errorf("answer does not start with a status line: %q", truncate(out))
 		}
-		waitFor(t, "every lease to be released", func() bool {
+		testproc.WaitFor(t, 10*time.Second, "every lease to be released", func() bool {
 			for _, b := range env.bal.Snapshot().Backends() {
 				if b.InFlight() != 0 {
 					return false

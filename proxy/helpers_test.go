@@ -18,6 +18,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // testConfig builds a configuration in validated shape: one service "web", defaults for the
@@ -238,20 +239,6 @@ func toResult(resp *fasthttp.Response) result {
 	return r
 }
 
-// waitFor polls cond until it holds or 5 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // backendOf returns the runtime backend with the given id.
 func backendOf(t testing.TB, bal *balancer.Balancer, id string) *balancer.Backend {
 	t.Helper()
@@ -267,7 +254,7 @@ func backendOf(t testing.TB, bal *balancer.Balancer, id string) *balancer.Backen
 // waitIdle waits until no lease is held on any backend.
 func (e *env) waitIdle() {
 	e.t.Helper()
-	waitFor(e.t, "every lease to be released", func() bool {
+	testproc.WaitFor(e.t, 10*time.Second, "every lease to be released", func() bool {
 		for _, b := range e.bal.Snapshot().Backends() {
 			if b.InFlight() != 0 {
 				return false

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 func TestRouting(t *testing.T) {
@@ -383,7 +384,7 @@ func TestLeasesReleased(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.run(t)
 			b := backendOf(t, e.bal, tt.backend)
-			waitFor(t, "lease on "+tt.backend+" to be released", func() bool { return b.InFlight() == 0 })
+			testproc.WaitFor(t, 10*time.Second, "lease on "+tt.backend+" to be released", func() bool { return b.InFlight() == 0 })
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 func TestGracefulShutdown(t *testing.T) {
@@ -44,7 +45,7 @@ func TestGracefulShutdown(t *testing.T) {
 			defer cancel()
 			stopped := make(chan error, 1)
 			go func() { stopped <- e.p.Shutdown(ctx) }()
-			waitFor(t, "the listener to stop accepting", func() bool {
+			testproc.WaitFor(t, 10*time.Second, "the listener to stop accepting", func() bool {
 				c, err := e.ln.Dial()
 				if err == nil {
 					_ = c.Close()

@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 func TestPlanRequestBody(t *testing.T) {
@@ -250,7 +251,7 @@ func TestLeaseHeldWhileStreaming(t *testing.T) {
 	if err != nil || string(rest) != "last part" {
 		t.Fatalf("rest %q, %v", rest, err)
 	}
-	waitFor(t, "the lease to be released after the last byte", func() bool { return b1.InFlight() == 0 })
+	testproc.WaitFor(t, 10*time.Second, "the lease to be released after the last byte", func() bool { return b1.InFlight() == 0 })
 }
 
 func TestUnexpectedSwitchingProtocols(t *testing.T) {
@@ -412,7 +413,7 @@ func TestClientGoneEndsForward(t *testing.T) {
 			}
 			start := time.Now()
 			_ = c.Close()
-			waitFor(t, "the lease to be released", func() bool { return b1.InFlight() == 0 })
+			testproc.WaitFor(t, 10*time.Second, "the lease to be released", func() bool { return b1.InFlight() == 0 })
 			released := time.Since(start)
 			backendClosed := (<-sb.closed).Sub(start)
 			t.Logf("client closed: lease released after %v, backend connection closed after %v", released, backendClosed)
@@ -564,7 +565,7 @@ func TestStalledUploadStallsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	sinkB := backendOf(t, e.bal, "sink")
-	waitFor(t, "the upload to be forwarded", func() bool { return sinkB.InFlight() == 1 })
+	testproc.WaitFor(t, 10*time.Second, "the upload to be forwarded", func() bool { return sinkB.InFlight() == 1 })
 
 	start := time.Now()
 	c := &fasthttp.HostClient{Addr: ln.Addr().String(), ReadTimeout: 5 * time.Second}
@@ -584,7 +585,7 @@ func TestStalledUploadStallsNothing(t *testing.T) {
 		t.Errorf("the stalled upload's forward ended (in flight %d) after %v: the client's stall was counted against the backend", n, elapsed)
 	}
 	_ = up.Close()
-	waitFor(t, "the upload's lease to be released once its client left", func() bool { return sinkB.InFlight() == 0 })
+	testproc.WaitFor(t, 10*time.Second, "the upload's lease to be released once its client left", func() bool { return sinkB.InFlight() == 0 })
 }
 
 // TestConnectionReuse checks which backend connections go back to the pool: one whose response
@@ -661,7 +662,7 @@ func TestRelayToHTTP10ClientThatStopsReading(t *testing.T) {
 	}
 	// The client reads nothing more, and stays connected.
 	b := backendOf(t, e.bal, "b1")
-	waitFor(t, "the relay to begin", func() bool { return b.InFlight() == 1 })
+	testproc.WaitFor(t, 10*time.Second, "the relay to begin", func() bool { return b.InFlight() == 1 })
 	e.waitIdle()
 	if n := testutil.ToFloat64(e.p.connMetrics.clientTimeouts); n != 1 {
 		t.Errorf("client timeouts counted %v, want 1", n)
@@ -690,7 +691,7 @@ func TestRelayThatNeverStartsReleasesItsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := backendOf(t, e.bal, "b1")
-	waitFor(t, "the second request to reach the backend", func() bool { return b.InFlight() == 1 && be.hits.Load() == 2 })
+	testproc.WaitFor(t, 10*time.Second, "the second request to reach the backend", func() bool { return b.InFlight() == 1 && be.hits.Load() == 2 })
 	_ = rc.c.Close()
 	close(answer)
 	e.waitIdle()

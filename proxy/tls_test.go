@@ -17,6 +17,7 @@ import (
 	"pollbal/certs"
 	"pollbal/certs/certstest"
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // tlsEnv is an env that also serves TLS on a real 127.0.0.1 listener, with a certificate for
@@ -172,7 +173,7 @@ func TestTLSMaxConnections(t *testing.T) {
 		t.Errorf("refused connections counted %v, want 1", n)
 	}
 	_ = first.c.Close()
-	waitFor(t, "the closed TLS connection to leave the count", func() bool { return e.p.open.Load() == 1 })
+	testproc.WaitFor(t, 10*time.Second, "the closed TLS connection to leave the count", func() bool { return e.p.open.Load() == 1 })
 	if r := e.dialTLS(t).exchange(req); r.code != 200 || !strings.Contains(r.body, "https") {
 		t.Errorf("after a connection closed: %v", r)
 	}
@@ -216,7 +217,7 @@ func TestTLSClientGoneEndsForward(t *testing.T) {
 	}
 	start := time.Now()
 	_ = rc.c.Close() // sends close_notify first
-	waitFor(t, "the lease to be released", func() bool { return b2.InFlight() == 0 })
+	testproc.WaitFor(t, 10*time.Second, "the lease to be released", func() bool { return b2.InFlight() == 0 })
 	released := time.Since(start)
 	backendClosed := (<-sb.closed).Sub(start)
 	if released > time.Second || backendClosed > time.Second {
@@ -263,7 +264,7 @@ func TestTLSShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer handshaking.Close()
-	waitFor(t, "three connections open", func() bool { return e.p.open.Load() == 3 })
+	testproc.WaitFor(t, 10*time.Second, "three connections open", func() bool { return e.p.open.Load() == 3 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -325,5 +326,5 @@ func TestTLSUpgrade(t *testing.T) {
 		t.Errorf("in flight %d while upgraded, want 1", n)
 	}
 	_ = rc.c.Close()
-	waitFor(t, "lease released after the TLS client closed", func() bool { return b.InFlight() == 0 })
+	testproc.WaitFor(t, 10*time.Second, "lease released after the TLS client closed", func() bool { return b.InFlight() == 0 })
 }

@@ -14,6 +14,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 func TestPlanUpgrade(t *testing.T) {
@@ -192,7 +193,7 @@ func TestUpgradeEchoesAndHoldsLease(t *testing.T) {
 		t.Errorf("%d upgraded connections, want 1", n)
 	}
 	_ = c.Close()
-	waitFor(t, "lease released after the client closed", func() bool { return b.InFlight() == 0 && e.p.upgrades.len() == 0 })
+	testproc.WaitFor(t, 10*time.Second, "lease released after the client closed", func() bool { return b.InFlight() == 0 && e.p.upgrades.len() == 0 })
 }
 
 func TestUpgradeIdleTimeout(t *testing.T) {
@@ -220,7 +221,7 @@ func TestUpgradeIdleTimeout(t *testing.T) {
 	if took := time.Since(last); took < idle || took > idle+time.Second {
 		t.Errorf("idle connection closed %v after its last traffic, want about %v", took, idle)
 	}
-	waitFor(t, "lease released after the idle timeout", func() bool { return b.InFlight() == 0 })
+	testproc.WaitFor(t, 10*time.Second, "lease released after the idle timeout", func() bool { return b.InFlight() == 0 })
 }
 
 func TestShutdownClosesUpgradedAfterTimeout(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 func TestJudge(t *testing.T) {
@@ -189,7 +190,7 @@ func TestWatchdogKeepsIdleConnections(t *testing.T) {
 				}
 				// Idle for well past the timeout, over several scans.
 				idleSince, scans := time.Now(), e.p.watch.scans.Load()
-				waitFor(t, "the watchdog to scan past the timeout", func() bool {
+				testproc.WaitFor(t, 10*time.Second, "the watchdog to scan past the timeout", func() bool {
 					return time.Since(idleSince) > timeout+3*watchdogTick && e.p.watch.scans.Load() >= scans+4
 				})
 				e.p.watch.mu.Lock()

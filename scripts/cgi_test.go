@@ -39,10 +39,10 @@ func TestPoolWarningCGI(t *testing.T) {
 				env = append(env, "REQUEST_METHOD="+tc.method)
 			}
 			p := startIn(t, env, body, cgiScript)
-			if code := p.exitCode(t, 10*time.Second); code != 0 {
-				t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+			if code := p.ExitCode(t, 10*time.Second); code != 0 {
+				t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
 			}
-			out := p.stdout.String()
+			out := p.Stdout()
 			if first, _, _ := strings.Cut(out, "\r\n"); first != tc.wantStatus {
 				t.Errorf("first line = %q, want %q (output %q)", first, tc.wantStatus, out)
 			}
@@ -65,7 +65,7 @@ func TestPoolWarningCGI(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := start(t, cleanEnv("POLLBAL_LOCK_FILE="+lock, "REQUEST_METHOD=POST"), cgiScript)
-		if code := p.exitCode(t, 10*time.Second); code != 0 {
+		if code := p.ExitCode(t, 10*time.Second); code != 0 {
 			t.Fatalf("exit = %d", code)
 		}
 		fi, err := os.Stat(lock)

@@ -52,9 +52,9 @@ func TestUpdateCompletesWithoutLock(t *testing.T) {
 	f := newFiles(t)
 	p := start(t, cleanEnv(), updateScript, f.args("--announce-wait", "1", "--drain-wait", "0.3")...)
 
-	waitFor(t, p, "leaving announced", 10*time.Second, func() bool { return readFile(t, f.pool) == "web leaving v1\n" })
-	if code := p.exitCode(t, 15*time.Second); code != 0 {
-		t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+	p.WaitFor(t, 10*time.Second, "leaving announced", func() bool { return readFile(t, f.pool) == "web leaving v1\n" })
+	if code := p.ExitCode(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
 	}
 	if got := readFile(t, f.pool); got != "web serving v2\n" {
 		t.Errorf("pool file = %q, want %q", got, "web serving v2\n")
@@ -62,7 +62,7 @@ func TestUpdateCompletesWithoutLock(t *testing.T) {
 	if got := readFile(t, f.marker); got != "update saw []\n" {
 		t.Errorf("update command saw %q, want one run with an empty pool file", got)
 	}
-	log := p.stderr.String()
+	log := p.Stderr()
 	steps := []string{"announced 'web leaving v1'", "emptied pool file", "running update command", "updated; wrote 'web serving v2'"}
 	last := -1
 	for _, s := range steps {
@@ -99,16 +99,16 @@ func TestUpdateWaitsWhileLockFresh(t *testing.T) {
 	p := start(t, cleanEnv(), updateScript, f.args()...)
 
 	// While the lock stays fresh the script must keep starting over and never announce.
-	waitFor(t, p, "three start-overs", 15*time.Second, func() bool {
+	p.WaitFor(t, 15*time.Second, "three start-overs", func() bool {
 		if got := readFile(t, f.pool); got != "web serving v1\n" {
 			t.Fatalf("pool file = %q while the lock is fresh", got)
 		}
-		return strings.Count(p.stderr.String(), "pool warning active; starting over") >= 3
+		return strings.Count(p.Stderr(), "pool warning active; starting over") >= 3
 	})
 	close(stop)
 	<-stopped
-	if code := p.exitCode(t, 15*time.Second); code != 0 {
-		t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+	if code := p.ExitCode(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
 	}
 	if got := readFile(t, f.pool); got != "web serving v2\n" {
 		t.Errorf("pool file = %q, want %q", got, "web serving v2\n")
@@ -116,8 +116,8 @@ func TestUpdateWaitsWhileLockFresh(t *testing.T) {
 	if got := readFile(t, f.marker); got != "update saw []\n" {
 		t.Errorf("marker = %q, want one update", got)
 	}
-	if n := strings.Count(p.stderr.String(), "announced 'web leaving v1'"); n != 1 {
-		t.Errorf("announced %d times, want 1:\n%s", n, p.stderr.String())
+	if n := strings.Count(p.Stderr(), "announced 'web leaving v1'"); n != 1 {
+		t.Errorf("announced %d times, want 1:\n%s", n, p.Stderr())
 	}
 }
 
@@ -126,16 +126,16 @@ func TestUpdateLockDuringAnnounceStartsOver(t *testing.T) {
 	f := newFiles(t)
 	p := start(t, cleanEnv(), updateScript, f.args("--announce-wait", "1", "--lock-window", "2")...)
 
-	waitFor(t, p, "leaving announced", 10*time.Second, func() bool { return readFile(t, f.pool) == "web leaving v1\n" })
+	p.WaitFor(t, 10*time.Second, "leaving announced", func() bool { return readFile(t, f.pool) == "web leaving v1\n" })
 	touch(t, f.lock)
-	waitFor(t, p, "serving written back", 10*time.Second, func() bool { return readFile(t, f.pool) == "web serving v1\n" })
+	p.WaitFor(t, 10*time.Second, "serving written back", func() bool { return readFile(t, f.pool) == "web serving v1\n" })
 	if got := readFile(t, f.marker); got != "" {
 		t.Fatalf("update ran although the lock was touched during announce: %q", got)
 	}
-	if code := p.exitCode(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+	if code := p.ExitCode(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
 	}
-	log := p.stderr.String()
+	log := p.Stderr()
 	if !strings.Contains(log, "pool warning during announce; wrote 'web serving v1' back; starting over") {
 		t.Errorf("no start-over logged:\n%s", log)
 	}
@@ -185,13 +185,13 @@ func TestUpdateSignals(t *testing.T) {
 			t.Parallel()
 			f := newFiles(t)
 			p := start(t, cleanEnv(), updateScript, f.args(tc.overrides...)...)
-			waitFor(t, p, tc.waitLog, 10*time.Second, func() bool { return strings.Contains(p.stderr.String(), tc.waitLog) })
-			if err := p.cmd.Process.Signal(tc.sig); err != nil {
+			p.WaitFor(t, 10*time.Second, tc.waitLog, func() bool { return strings.Contains(p.Stderr(), tc.waitLog) })
+			if err := p.Signal(tc.sig); err != nil {
 				t.Fatal(err)
 			}
 			// Well under the 30 s sleeps: the signal must interrupt them.
-			if code := p.exitCode(t, 10*time.Second); code != 0 {
-				t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+			if code := p.ExitCode(t, 10*time.Second); code != 0 {
+				t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
 			}
 			if got := readFile(t, f.pool); got != tc.wantPool {
 				t.Errorf("pool file = %q, want %q", got, tc.wantPool)
@@ -208,13 +208,13 @@ func TestUpdateSignals(t *testing.T) {
 		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
 		cmd := fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.02; done`, started, release)
 		p := start(t, cleanEnv(), updateScript, f.args("--update-cmd", cmd)...)
-		waitFor(t, p, "update started", 10*time.Second, func() bool { _, err := os.Stat(started); return err == nil })
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.WaitFor(t, 10*time.Second, "update started", func() bool { _, err := os.Stat(started); return err == nil })
+		if err := p.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		writeFile(t, release, "")
-		if code := p.exitCode(t, 10*time.Second); code != 0 {
-			t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+		if code := p.ExitCode(t, 10*time.Second); code != 0 {
+			t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
 		}
 		if got := readFile(t, f.pool); got != "web serving v2\n" {
 			t.Errorf("pool file = %q, want the updated version serving", got)
@@ -229,13 +229,13 @@ func TestUpdateSignals(t *testing.T) {
 		started, release, finished := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release"), filepath.Join(f.dir, "finished")
 		cmd := fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.02; done; touch %q`, started, release, finished)
 		p := start(t, cleanEnv(), updateScript, f.args("--update-cmd", cmd)...)
-		waitFor(t, p, "update started", 10*time.Second, func() bool { _, err := os.Stat(started); return err == nil })
-		if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		p.WaitFor(t, 10*time.Second, "update started", func() bool { _, err := os.Stat(started); return err == nil })
+		if err := p.SignalGroup(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		writeFile(t, release, "")
-		if code := p.exitCode(t, 10*time.Second); code != 0 {
-			t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+		if code := p.ExitCode(t, 10*time.Second); code != 0 {
+			t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
 		}
 		if _, err := os.Stat(finished); err != nil {
 			t.Errorf("the update command did not finish: %v", err)
@@ -250,14 +250,14 @@ func TestUpdateCommandFailureRestoresOldVersion(t *testing.T) {
 	t.Parallel()
 	f := newFiles(t)
 	p := start(t, cleanEnv(), updateScript, f.args("--update-cmd", "exit 3")...)
-	if code := p.exitCode(t, 15*time.Second); code == 0 {
-		t.Fatalf("exit = 0 after a failed update; stderr:\n%s", p.stderr.String())
+	if code := p.ExitCode(t, 15*time.Second); code == 0 {
+		t.Fatalf("exit = 0 after a failed update; stderr:\n%s", p.Stderr())
 	}
 	if got := readFile(t, f.pool); got != "web serving v1\n" {
 		t.Errorf("pool file = %q, want %q", got, "web serving v1\n")
 	}
-	if !strings.Contains(p.stderr.String(), "update command failed with status 3") {
-		t.Errorf("failure not logged:\n%s", p.stderr.String())
+	if !strings.Contains(p.Stderr(), "update command failed with status 3") {
+		t.Errorf("failure not logged:\n%s", p.Stderr())
 	}
 }
 
@@ -292,8 +292,8 @@ func TestUpdateFromEnvironment(t *testing.T) {
 				"POLLBAL_ANNOUNCE_WAIT=0.1", "POLLBAL_DRAIN_WAIT=0.1",
 			}, tc.env...)...)
 			p := start(t, env, updateScript)
-			if code := p.exitCode(t, 15*time.Second); code != 0 {
-				t.Fatalf("exit = %d; stderr:\n%s", code, p.stderr.String())
+			if code := p.ExitCode(t, 15*time.Second); code != 0 {
+				t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
 			}
 			if got := readFile(t, f.pool); got != tc.wantPool {
 				t.Errorf("pool file = %q, want %q", got, tc.wantPool)
@@ -309,10 +309,10 @@ func TestUpdateHelpAndUsage(t *testing.T) {
 	t.Parallel()
 	t.Run("--help documents every flag and variable", func(t *testing.T) {
 		p := start(t, cleanEnv(), updateScript, "--help")
-		if code := p.exitCode(t, 10*time.Second); code != 0 {
+		if code := p.ExitCode(t, 10*time.Second); code != 0 {
 			t.Fatalf("exit = %d", code)
 		}
-		help := p.stdout.String()
+		help := p.Stdout()
 		for _, want := range []string{
 			"--pool-file", "POLLBAL_POOL_FILE", "--lock-file", "POLLBAL_LOCK_FILE", "--service", "POLLBAL_SERVICE",
 			"--version", "POLLBAL_VERSION", "--new-version", "POLLBAL_NEW_VERSION", "--update-cmd", "POLLBAL_UPDATE_CMD",
@@ -340,8 +340,8 @@ func TestUpdateHelpAndUsage(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := start(t, cleanEnv(), updateScript, tc.args...)
-			if code := p.exitCode(t, 10*time.Second); code != 2 {
-				t.Fatalf("exit = %d, want 2; stderr:\n%s", code, p.stderr.String())
+			if code := p.ExitCode(t, 10*time.Second); code != 2 {
+				t.Fatalf("exit = %d, want 2; stderr:\n%s", code, p.Stderr())
 			}
 		})
 	}

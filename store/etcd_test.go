@@ -10,6 +10,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"pollbal/internal/testetcd"
+	"pollbal/internal/testproc"
 )
 
 // follower is a running Etcd store with what it reported.
@@ -19,18 +22,11 @@ type follower struct {
 	moves   map[string]string
 	changes []Change
 	ups     []bool
-	changed chan struct{} // a signal after each report
 }
 
 func newFollower(t *testing.T, endpoint string, initial map[string]string) *follower {
 	t.Helper()
-	f := &follower{changed: make(chan struct{}, 1)}
-	signal := func() {
-		select {
-		case f.changed <- struct{}{}:
-		default:
-		}
-	}
+	f := &follower{}
 	st, err := NewEtcd(EtcdOptions{
 		Endpoints: []string{endpoint}, Prefix: "/test/", DialTimeout: time.Second, Initial: initial,
 		Apply: func(u Update) {
@@ -38,13 +34,11 @@ func newFollower(t *testing.T, endpoint string, initial map[string]string) *foll
 			f.moves = u.Moves
 			f.changes = append(f.changes, u.Changes...)
 			f.mu.Unlock()
-			signal()
 		},
 		Up: func(up bool, _ error) {
 			f.mu.Lock()
 			f.ups = append(f.ups, up)
 			f.mu.Unlock()
-			signal()
 		},
 	})
 	if err != nil {
@@ -58,28 +52,14 @@ func newFollower(t *testing.T, endpoint string, initial map[string]string) *foll
 	return f
 }
 
-// waitFor polls cond after every report, failing after limit.
+// waitFor polls cond, under the follower's lock, until it holds; it fails after limit.
 func (f *follower) waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	return testproc.WaitFor(t, limit, what, func() bool {
 		f.mu.Lock()
-		ok := cond()
-		f.mu.Unlock()
-		if ok {
-			return time.Since(start)
-		}
-		select {
-		case <-f.changed:
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-	}
+		defer f.mu.Unlock()
+		return cond()
+	})
 }
 
 func rawClient(t *testing.T, endpoint string) *clientv3.Client {
@@ -93,14 +73,14 @@ func rawClient(t *testing.T, endpoint string) *clientv3.Client {
 }
 
 func TestEtcdMovesReachEveryFollower(t *testing.T) {
-	srv := startEtcd(t)
-	a := newFollower(t, srv.client, nil)
-	b := newFollower(t, srv.client, map[string]string{"web-9": "pool-old"})
+	srv := testetcd.Start(t)
+	a := newFollower(t, srv.Client, nil)
+	b := newFollower(t, srv.Client, map[string]string{"web-9": "pool-old"})
 	for _, f := range []*follower{a, b} {
 		f.waitFor(t, "up", 10*time.Second, func() bool { return len(f.ups) > 0 && f.ups[len(f.ups)-1] })
 	}
 	// The cache's move is not in etcd: the first read drops it.
-	b.waitFor(t, "cached move dropped", time.Second, func() bool { _, ok := b.moves["web-9"]; return !ok })
+	b.waitFor(t, "cached move dropped", 5*time.Second, func() bool { _, ok := b.moves["web-9"]; return !ok })
 
 	ctx := context.Background()
 	rev, err := a.Put(ctx, "web-1", "unassigned")
@@ -110,7 +90,7 @@ func TestEtcdMovesReachEveryFollower(t *testing.T) {
 	if !a.WaitApplied(ctx, rev) {
 		t.Fatal("WaitApplied returned false")
 	}
-	took := b.waitFor(t, "move seen by b", time.Second, func() bool { return b.moves["web-1"] == "unassigned" })
+	took := b.waitFor(t, "move seen by b", 5*time.Second, func() bool { return b.moves["web-1"] == "unassigned" })
 	t.Logf("a move on one follower reached the other in %s", took)
 	b.mu.Lock()
 	last := b.changes[len(b.changes)-1]
@@ -122,7 +102,7 @@ func TestEtcdMovesReachEveryFollower(t *testing.T) {
 		t.Errorf("b's status %+v", st)
 	}
 
-	got, err := rawClient(t, srv.client).Get(ctx, "/test/moves/web-1")
+	got, err := rawClient(t, srv.Client).Get(ctx, "/test/moves/web-1")
 	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "unassigned" {
 		t.Fatalf("etcd holds %v (%v), want the key /test/moves/web-1 = unassigned", got, err)
 	}
@@ -131,23 +111,23 @@ func TestEtcdMovesReachEveryFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.waitFor(t, "delete seen by a", time.Second, func() bool { _, ok := a.moves["web-1"]; return !ok })
+	a.waitFor(t, "delete seen by a", 5*time.Second, func() bool { _, ok := a.moves["web-1"]; return !ok })
 	if st := a.Status(); st.Revision != rev {
 		t.Errorf("a's revision %d, want %d", st.Revision, rev)
 	}
 }
 
 func TestEtcdOutage(t *testing.T) {
-	srv := startEtcd(t)
-	f := newFollower(t, srv.client, nil)
+	srv := testetcd.Start(t)
+	f := newFollower(t, srv.Client, nil)
 	f.waitFor(t, "up", 10*time.Second, func() bool { return len(f.ups) == 1 && f.ups[0] })
 	ctx := context.Background()
 	if _, err := f.Put(ctx, "web-1", "pool-a"); err != nil {
 		t.Fatal(err)
 	}
-	f.waitFor(t, "move applied", time.Second, func() bool { return f.moves["web-1"] == "pool-a" })
+	f.waitFor(t, "move applied", 5*time.Second, func() bool { return f.moves["web-1"] == "pool-a" })
 
-	srv.stop()
+	srv.Stop()
 	f.waitFor(t, "down", 5*time.Second, func() bool { return len(f.ups) == 2 && !f.ups[1] })
 	if _, err := f.Put(ctx, "web-2", "pool-b"); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Put during the outage: %v, want ErrUnavailable", err)
@@ -162,19 +142,19 @@ func TestEtcdOutage(t *testing.T) {
 		t.Errorf("moves during the outage %v", kept)
 	}
 
-	srv.start()
+	srv.Serve(srv.Client)
 	f.waitFor(t, "up again", 15*time.Second, func() bool { return len(f.ups) == 3 && f.ups[2] })
 	if _, err := f.Put(ctx, "web-2", "pool-b"); err != nil {
 		t.Fatalf("Put after reconnect: %v", err)
 	}
-	f.waitFor(t, "move after reconnect", time.Second, func() bool { return f.moves["web-2"] == "pool-b" && f.moves["web-1"] == "pool-a" })
+	f.waitFor(t, "move after reconnect", 5*time.Second, func() bool { return f.moves["web-2"] == "pool-b" && f.moves["web-1"] == "pool-a" })
 }
 
 // A watch from a compacted revision ends with errCompacted, which Run answers by reading
 // everything again.
 func TestEtcdCompactedWatch(t *testing.T) {
-	srv := startEtcd(t)
-	cli := rawClient(t, srv.client)
+	srv := testetcd.Start(t)
+	cli := rawClient(t, srv.Client)
 	ctx := context.Background()
 	first, err := cli.Put(ctx, "/test/moves/web-1", "pool-a")
 	if err != nil {
@@ -187,7 +167,7 @@ func TestEtcdCompactedWatch(t *testing.T) {
 	if _, err := cli.Compact(ctx, last.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewEtcd(EtcdOptions{Endpoints: []string{srv.client}, Prefix: "/test/", DialTimeout: time.Second,
+	st, err := NewEtcd(EtcdOptions{Endpoints: []string{srv.Client}, Prefix: "/test/", DialTimeout: time.Second,
 		Apply: func(Update) {}, Up: func(bool, error) {}})
 	if err != nil {
 		t.Fatal(err)

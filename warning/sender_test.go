@@ -1,17 +1,14 @@
 package warning
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"pollbal/internal/testproc"
 )
 
 // wait blocks until every POST started so far has finished. Tests call it only after their
@@ -480,8 +479,8 @@ func strPtr(s string) *string { return &s }
 func TestSenderAgainstExampleBackend(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "backend")
-	if out, err := exec.Command("go", "build", "-o", bin, "pollbal/examples/backend").CombinedOutput(); err != nil {
-		t.Fatalf("build example backend: %v\n%s", err, out)
+	if err := testproc.GoBuild(bin, "pollbal/examples/backend", false); err != nil {
+		t.Fatalf("build example backend: %v", err)
 	}
 	secretFile := filepath.Join(dir, "secret")
 	if err := os.WriteFile(secretFile, []byte("shared-secret\n"), 0o600); err != nil {
@@ -537,47 +536,8 @@ func TestSenderAgainstExampleBackend(t *testing.T) {
 
 func startExampleBackend(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = io.Discard
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- sc.Text()
-		} else {
-			line <- ""
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l := <-line:
-		a, ok := strings.CutPrefix(l, "listening ")
-		if !ok {
-			t.Fatalf("example backend said %q", l)
-		}
-		return a
-	case <-time.After(30 * time.Second):
-		t.Fatal(errors.New("example backend did not start"))
-		return ""
-	}
+	p := testproc.Start(t, "example backend", testproc.Options{Stop: os.Interrupt}, bin, args...)
+	return p.WaitLine(t, 30*time.Second, "listening ")
 }
 
 // Regression: a backend warned for two services in one round got only the first group's POST,

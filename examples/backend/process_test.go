@@ -1,10 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,94 +15,34 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // buildBackend compiles this command into a temporary directory.
 func buildBackend(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "backend")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testproc.GoBuild(bin, ".", false); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
 
 // proc is one running backend process.
 type proc struct {
-	cmd    *exec.Cmd
-	addr   string
-	stderr *syncBuffer
-	done   chan error
+	*testproc.Proc
+	addr string
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startBackend starts bin with args and waits for its "listening" line. The process is
-// stopped with SIGTERM at cleanup unless the test already stopped it.
+// startBackend starts bin with args and waits for its "listening" line, which must be its first.
+// The process is stopped with SIGTERM at cleanup unless the test already stopped it.
 func startBackend(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		first := true
-		for sc.Scan() {
-			if first {
-				lines <- sc.Text()
-				first = false
-			}
-		}
-		close(lines)
-	}()
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.done:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-p.done
-			}
-		}
-	})
-	select {
-	case line, ok := <-lines:
-		if !ok {
-			t.Fatalf("backend exited before listening; stderr:\n%s", p.stderr.String())
-		}
-		addr, found := strings.CutPrefix(line, "listening ")
-		if !found {
-			t.Fatalf("first stdout line = %q, want \"listening <addr>\"", line)
-		}
-		p.addr = addr
-	case <-time.After(20 * time.Second):
-		t.Fatalf("backend did not print listening; stderr:\n%s", p.stderr.String())
+	p := &proc{Proc: testproc.Start(t, "backend", testproc.Options{Stop: syscall.SIGTERM}, bin, args...)}
+	p.addr = p.WaitLine(t, 20*time.Second, "listening ")
+	if first, _, _ := strings.Cut(p.Stdout(), "\n"); first != "listening "+p.addr {
+		t.Fatalf("first stdout line = %q, want \"listening <addr>\"", first)
 	}
 	return p
 }
@@ -111,23 +50,10 @@ func startBackend(t *testing.T, bin string, args ...string) *proc {
 // stop sends sig and returns the exit code.
 func (p *proc) stop(t *testing.T, sig os.Signal) int {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-p.done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(15 * time.Second):
-		t.Fatal("backend did not exit after signal")
-		return -1
-	}
+	return p.ExitCode(t, 15*time.Second)
 }
 
 func (p *proc) url(path string) string { return "http://" + p.addr + path }
@@ -253,15 +179,7 @@ func TestBackendProcess(t *testing.T) {
 				resp.Body.Close()
 			}()
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		tick := time.NewTicker(20 * time.Millisecond) // a bounded poll of the stats
-		defer tick.Stop()
-		for getStats(t, p).InFlight != n {
-			if time.Now().After(deadline) {
-				t.Fatalf("in_flight never reached %d: %+v", n, getStats(t, p))
-			}
-			<-tick.C
-		}
+		p.WaitFor(t, 10*time.Second, fmt.Sprintf("in_flight to reach %d", n), func() bool { return getStats(t, p).InFlight == n })
 		wg.Wait()
 		close(errs)
 		for err := range errs {
@@ -364,7 +282,7 @@ func TestBackendProcess(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				p := startBackend(t, bin, "-listen", "127.0.0.1:0")
 				if code := p.stop(t, tc.sig); code != 0 {
-					t.Fatalf("exit code = %d, want 0; stderr:\n%s", code, p.stderr.String())
+					t.Fatalf("exit code = %d, want 0; stderr:\n%s", code, p.Stderr())
 				}
 			})
 		}
