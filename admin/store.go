@@ -24,9 +24,10 @@ const applyWait = 2 * time.Second
 // ApplyStore on every instance.
 type MoveStore interface {
 	// Put and Delete write a move and return its revision once committed; an error wrapping
-	// store.ErrUnavailable means nothing changed.
+	// store.ErrUnavailable means nothing changed. Delete also says whether the store held a
+	// move to drop: when it did not, no update for the revision will come.
 	Put(ctx context.Context, id, pool string) (int64, error)
-	Delete(ctx context.Context, id string) (int64, error)
+	Delete(ctx context.Context, id string) (rev int64, dropped bool, err error)
 	// WaitApplied waits until this instance applied revision rev.
 	WaitApplied(ctx context.Context, rev int64) bool
 	Status() store.Status
@@ -54,8 +55,9 @@ func (s *Server) storeStatus() store.Status {
 func (s *Server) storeMove(ctx context.Context, c *call, pool string) result {
 	var rev int64
 	var err error
+	changed := true
 	if pool == "" {
-		rev, err = s.store.Delete(ctx, c.target)
+		rev, changed, err = s.store.Delete(ctx, c.target)
 	} else {
 		rev, err = s.store.Put(ctx, c.target, pool)
 	}
@@ -68,12 +70,19 @@ func (s *Server) storeMove(ctx context.Context, c *call, pool string) result {
 			Reason: ReasonStoreUnavailable,
 		}}
 	}
-	c.revision = rev
-	wctx, cancel := context.WithTimeout(ctx, applyWait)
-	defer cancel()
-	if !s.store.WaitApplied(wctx, rev) {
-		s.log.Warn("a committed move was not applied here in time; it applies when the watch delivers it",
-			"backend", c.target, "revision", rev)
+	if changed {
+		c.revision = rev
+	}
+	// With no move in the store and none applied here, the answer is ready: nothing changed and
+	// no update will come. A move still applied here was dropped by another instance just now;
+	// the watch is delivering that.
+	if _, applied := s.bal.Overrides()[c.target]; changed || applied {
+		wctx, cancel := context.WithTimeout(ctx, applyWait)
+		defer cancel()
+		if !s.store.WaitApplied(wctx, rev) {
+			s.log.Warn("a committed move was not applied here in time; it applies when the watch delivers it",
+				"backend", c.target, "revision", rev)
+		}
 	}
 	if pool == "" && !s.bal.Known(c.target) {
 		return result{code: http.StatusOK, body: poolAnswer{ID: c.target}}

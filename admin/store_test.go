@@ -1,11 +1,14 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,5 +140,87 @@ func TestApplyStoreCachesOnlyValidMoves(t *testing.T) {
 	lines := f.logs.records(t, "admin move applied")
 	if len(lines) != 2 || lines[0]["target"] != "web-1" || lines[1]["target"] != "web-3" {
 		t.Errorf("audit lines %v, want web-1's move and web-3's clear only", lines)
+	}
+}
+
+// committingStore is a shared store of moves that commits every write at once but has no
+// watch: nothing it commits is ever applied by itself. It counts the WaitApplied calls, which
+// answer at once. It is safe for concurrent use.
+type committingStore struct {
+	mu    sync.Mutex
+	moves map[string]string
+	rev   int64
+	waits []int64 // the revisions WaitApplied was asked for
+}
+
+func (s *committingStore) Put(_ context.Context, id, pool string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rev++
+	s.moves[id] = pool
+	return s.rev, nil
+}
+
+func (s *committingStore) Delete(_ context.Context, id string) (int64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.moves[id]; !ok {
+		return s.rev, false, nil
+	}
+	s.rev++
+	delete(s.moves, id)
+	return s.rev, true, nil
+}
+
+func (s *committingStore) WaitApplied(_ context.Context, rev int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waits = append(s.waits, rev)
+	return true
+}
+
+func (s *committingStore) Status() store.Status { return store.Status{Kind: store.KindEtcd, Up: true} }
+
+func (s *committingStore) waited() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.waits)
+}
+
+// Regression: DELETE of a move that the shared store does not hold waited the whole applyWait
+// (2 s) for this instance to apply a revision no update would ever bring (a no-op delete
+// creates no watch event). It answers at once now, as a local DELETE of nothing does; a delete
+// that dropped a move, or one whose move is still applied here, still waits.
+func TestStoreDeleteOfNoMoveAnswersAtOnce(t *testing.T) {
+	st := &committingStore{moves: map[string]string{"web-2": "canary"}, rev: 10}
+	f := newFixture(t, fixtureOptions{store: st, overrides: map[string]string{"web-2": "canary", "web-3": "unassigned"}})
+
+	r := f.do(t, http.MethodDelete, "/admin/backends/web-1/pool", bearer(testToken), "")
+	if r.code != http.StatusOK || !strings.Contains(r.body, `"id":"web-1"`) {
+		t.Fatalf("DELETE of no move: %d %s, want 200 with the backend", r.code, r.body)
+	}
+	if w := st.waited(); len(w) != 0 {
+		t.Fatalf("DELETE of no move waited for revisions %v, want no wait", w)
+	}
+	audits := f.logs.records(t, "admin call")
+	if len(audits) != 1 || audits[0]["status"] != float64(200) || audits[0]["revision"] != nil {
+		t.Errorf("audit line %v, want 200 and no revision (nothing was committed)", audits)
+	}
+
+	// A move the store held: dropped at revision 11, which the answer waits for.
+	if r := f.do(t, http.MethodDelete, "/admin/backends/web-2/pool", bearer(testToken), ""); r.code != http.StatusOK {
+		t.Fatalf("DELETE of web-2's move: %d %s", r.code, r.body)
+	}
+	if w := st.waited(); !slices.Equal(w, []int64{11}) {
+		t.Fatalf("waited for %v, want [11]", w)
+	}
+
+	// Not in the store but still applied here (another instance dropped it; the watch has not
+	// delivered that yet): the answer waits for the update that removes it.
+	if r := f.do(t, http.MethodDelete, "/admin/backends/web-3/pool", bearer(testToken), ""); r.code != http.StatusOK {
+		t.Fatalf("DELETE of web-3's move: %d %s", r.code, r.body)
+	}
+	if w := st.waited(); !slices.Equal(w, []int64{11, 11}) {
+		t.Fatalf("waited for %v, want [11 11]", w)
 	}
 }

@@ -130,25 +130,36 @@ func (e *Etcd) Status() Status {
 
 // Put moves backend id to pool in etcd (a transaction) and returns its revision once committed.
 func (e *Etcd) Put(ctx context.Context, id, pool string) (int64, error) {
-	return e.commit(ctx, clientv3.OpPut(e.Key(id), pool))
+	resp, err := e.commit(ctx, clientv3.OpPut(e.Key(id), pool))
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }
 
-// Delete drops backend id's move in etcd and returns the revision once committed.
-func (e *Etcd) Delete(ctx context.Context, id string) (int64, error) {
-	return e.commit(ctx, clientv3.OpDelete(e.Key(id)))
+// Delete drops backend id's move in etcd and returns the revision once committed, and whether
+// etcd held a move to drop: when it did not, nothing changed and no watch event follows, so
+// there is no revision of it to wait for.
+func (e *Etcd) Delete(ctx context.Context, id string) (int64, bool, error) {
+	resp, err := e.commit(ctx, clientv3.OpDelete(e.Key(id)))
+	if err != nil {
+		return 0, false, err
+	}
+	dropped := len(resp.Responses) == 1 && resp.Responses[0].GetResponseDeleteRange().GetDeleted() > 0
+	return resp.Header.Revision, dropped, nil
 }
 
-func (e *Etcd) commit(ctx context.Context, op clientv3.Op) (int64, error) {
+func (e *Etcd) commit(ctx context.Context, op clientv3.Op) (*clientv3.TxnResponse, error) {
 	if !e.Status().Up {
-		return 0, ErrUnavailable
+		return nil, ErrUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.o.DialTimeout)
 	defer cancel()
 	resp, err := e.cli.Txn(ctx).Then(op).Commit()
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	return resp.Header.Revision, nil
+	return resp, nil
 }
 
 // WaitApplied waits until the revision rev was applied (or ctx ends) and reports whether it was.

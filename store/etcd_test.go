@@ -107,13 +107,27 @@ func TestEtcdMovesReachEveryFollower(t *testing.T) {
 		t.Fatalf("etcd holds %v (%v), want the key /test/moves/web-1 = unassigned", got, err)
 	}
 
-	rev, err = b.Delete(ctx, "web-1")
-	if err != nil {
-		t.Fatal(err)
+	rev, dropped, err := b.Delete(ctx, "web-1")
+	if err != nil || !dropped {
+		t.Fatalf("Delete of a move = %d, %t, %v; want dropped", rev, dropped, err)
 	}
 	a.waitFor(t, "delete seen by a", 5*time.Second, func() bool { _, ok := a.moves["web-1"]; return !ok })
 	if st := a.Status(); st.Revision != rev {
 		t.Errorf("a's revision %d, want %d", st.Revision, rev)
+	}
+
+	// Deleting a move that is not there changes nothing: no watch event follows, and a write
+	// outside the prefix has moved etcd's revision past anything a follower applies, so a
+	// caller waiting for the returned revision would wait in vain. Delete says so.
+	if _, err := rawClient(t, srv.Client).Put(ctx, "/elsewhere/key", "x"); err != nil {
+		t.Fatal(err)
+	}
+	rev, dropped, err = b.Delete(ctx, "web-1")
+	if err != nil || dropped {
+		t.Fatalf("Delete of no move = %d, %t, %v; want not dropped", rev, dropped, err)
+	}
+	if applied := b.Status().Revision; rev <= applied {
+		t.Errorf("revision of the no-op delete %d, want past the applied %d (else this test shows nothing)", rev, applied)
 	}
 }
 
