@@ -171,8 +171,8 @@ type poolAnswer struct {
 	PoolSource string `json:"pool_source"`
 }
 
-// move persists the new override set, then applies it (SPEC §6): when the state file cannot be
-// written nothing changes.
+// move persists the new override set, then applies it: when the state file cannot be written
+// nothing changes.
 func (s *Server) move(ctx context.Context, c *call, body []byte) result {
 	var req moveRequest
 	dec := json.NewDecoder(bytes.NewReader(body))

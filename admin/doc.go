@@ -1,4 +1,4 @@
-// Package admin serves everything on admin.listen (SPEC §6): the HTML status page (GET /), the
+// Package admin serves everything on admin.listen: the HTML status page (GET /), the
 // JSON state (GET /api/state), Prometheus metrics (GET /metrics), liveness and readiness
 // (GET /healthz, GET /readyz), and the bearer-token admin API under /admin/ that moves backends
 // between node pools and triggers reloads.

@@ -1,6 +1,6 @@
 // Package balancer holds pollbal's view of its backends and decides where a request goes:
 // node-pool ownership, app resolution, the candidate predicate, ranking, capacity leases,
-// fail-closed fallback and the pool_exhausted alarm (SPEC §4).
+// fail-closed fallback and the pool_exhausted alarm.
 //
 // The request path reads one immutable Snapshot through an atomic pointer; the snapshot is
 // rebuilt wholesale when the configuration or an admin override changes; a backend's health

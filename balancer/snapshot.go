@@ -8,7 +8,7 @@ import (
 	"pollbal/configs"
 )
 
-// Pool sources, in the order they are consulted (SPEC §4).
+// Pool sources, in the order they are consulted.
 const (
 	SourceAdmin   = "admin"
 	SourceConfig  = "config"

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// State is the JSON document of GET /api/state (SPEC §6).
+// State is the JSON document of GET /api/state.
 type State struct {
 	Site     string         `json:"site"`
 	Version  string         `json:"version"`

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Config is the whole pollbal configuration (SPEC §3) after defaults are applied.
+// Config is the whole pollbal configuration after defaults are applied.
 // A *Config returned by Load or Parse is validated and must be treated as read-only:
 // it is shared by every component and replaced wholesale on reload.
 type Config struct {
@@ -82,7 +82,7 @@ type Proxy struct {
 	TieBreak       string        `yaml:"tie_break"`
 	SlowStart      time.Duration `yaml:"slow_start"`
 
-	// Limits and timeouts of the client side (SPEC §8).
+	// Limits and timeouts of the client side.
 	MaxConnections    int           `yaml:"max_connections"`
 	HeaderTimeout     time.Duration `yaml:"header_timeout"`
 	ClientTimeout     time.Duration `yaml:"client_timeout"`
@@ -127,7 +127,7 @@ type App struct {
 	Service string   `yaml:"service"`
 	Pool    string   `yaml:"pool"`
 	Owner   string   `yaml:"owner"`
-	// AllowFallbackToDefault is nil when the YAML does not set it; the SPEC §4 default then
+	// AllowFallbackToDefault is nil when the YAML does not set it; the default then
 	// depends on how the pool is resolved (explicit pool: false, owner: true).
 	AllowFallbackToDefault *bool `yaml:"allow_fallback_to_default"`
 }
@@ -177,7 +177,7 @@ const (
 	TLSVersion13 = "1.3"
 )
 
-// Reserved node pool names (SPEC §3).
+// Reserved node pool names.
 const (
 	PoolDefault    = "default"
 	PoolUnassigned = "unassigned"

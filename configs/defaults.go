@@ -2,7 +2,7 @@ package configs
 
 import "time"
 
-// Defaults of SPEC §3 for keys that the YAML leaves out.
+// Defaults for keys that the YAML leaves out (pollbal.yaml shows each one).
 const (
 	defaultListen         = "127.0.0.1:8080"
 	defaultAdminListen    = "127.0.0.1:9090"
@@ -39,7 +39,7 @@ const (
 	DefaultCapacity = 100
 )
 
-// Default returns a Config holding every top-level default of SPEC §3 and nothing else: no
+// Default returns a Config holding every top-level default and nothing else: no
 // site, services, apps or backends, so it does not validate until those are added. Each call
 // returns a new value that the caller owns.
 func Default() *Config {

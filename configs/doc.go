@@ -1,4 +1,4 @@
-// Package configs is pollbal's configuration: the YAML schema (SPEC §3), strict loading with
+// Package configs is pollbal's configuration: the YAML schema (pollbal.yaml), strict loading with
 // defaults, validation that reports every problem with its path, the pure pool-resolution
 // helpers that read a Backend or an App, and the YAML files shipped beside the code.
 //

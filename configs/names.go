@@ -2,7 +2,7 @@ package configs
 
 import "regexp"
 
-// Name grammars of SPEC §2 and §3.
+// Name grammars of the /pool protocol and the configuration.
 var (
 	// tokenRe: site, service names and backend ids.
 	tokenRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)

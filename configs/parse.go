@@ -24,7 +24,7 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes one YAML document strictly (an unknown key is an error), applies the defaults
-// of SPEC §3 and validates the result. The error lists every problem found, each prefixed with
+// (defaults.go, documented in pollbal.yaml) and validates the result. The error lists every problem found, each prefixed with
 // its path (see Problems); broken YAML and a second document are errors on their own. The
 // returned Config is valid and must be treated as read-only.
 func Parse(data []byte) (*Config, error) {

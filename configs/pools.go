@@ -1,6 +1,6 @@
 package configs
 
-// Where a backend's node pool comes from (SPEC §4, §6 pool_source). PoolSourceAdmin is decided
+// Where a backend's node pool comes from (pool_source in GET /api/state). PoolSourceAdmin is decided
 // outside this package, by the admin overrides; it is named here so every package spells it
 // the same way.
 const (
@@ -10,7 +10,7 @@ const (
 	PoolSourceDefault = "default"
 )
 
-// How an app's pool is resolved (SPEC §4, §6 resolution).
+// How an app's pool is resolved (resolution in GET /api/state).
 const (
 	ResolutionExplicit = "explicit"
 	ResolutionOwner    = "owner"
@@ -32,7 +32,7 @@ func BackendPool(b Backend) (pool, source string) {
 	return PoolDefault, PoolSourceDefault
 }
 
-// AppPool resolves an app's node pool (SPEC §4): its explicit pool (fallback to default off
+// AppPool resolves an app's node pool: its explicit pool (fallback to default off
 // unless allowed), else pool-<owner> (fallback on unless forbidden), else default. An app
 // whose pool is default never falls back: there is nothing further to fall back to, whatever
 // AllowFallbackToDefault says.

@@ -10,7 +10,7 @@ import (
 	"unicode"
 )
 
-// Validate checks c against SPEC §3 and returns every problem at once, each prefixed with its
+// Validate checks c against the schema and returns every problem at once, each prefixed with its
 // path (`backends[2].address: missing port`); Problems splits the error into lines. It checks
 // the values as they are, defaults included: a Config built in Go must set what Parse would
 // have defaulted. It never panics and does not modify c.

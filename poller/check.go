@@ -44,7 +44,7 @@ func newClient(address string, maxBody int, bufs *buffers) *client {
 	}
 }
 
-// request fills req with GET /pool for address (SPEC §2).
+// request fills req with GET /pool for address, with the headers docs/protocol.md lists.
 func request(req *fasthttp.Request, address, userAgent, site string) {
 	req.Header.SetMethod(fasthttp.MethodGet)
 	req.SetRequestURI("/pool")

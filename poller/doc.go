@@ -1,4 +1,4 @@
-// Package poller checks backends with GET /pool (SPEC §2) and publishes what it finds.
+// Package poller checks backends with GET /pool and publishes what it finds.
 //
 // Its one concern is turning /pool answers into per-backend readiness: Parse (a pure function)
 // reads an answer; a Poller checks every target once per interval, with first checks spread
@@ -6,7 +6,7 @@
 // backoff, and hands every check's Result to a Sink. It knows nothing about node pools, warnings
 // or the proxy.
 //
-// Decisions where SPEC §2 is silent:
+// Decisions the protocol (docs/protocol.md) leaves open:
 //   - Every line of an answer counts towards the 64-line limit, blank and comment lines included;
 //     a line whose first non-blank character is '#' is a comment; statuses are lower-case only.
 //   - The first good check ever makes a target ready whatever poll.rise says, so that a starting

@@ -45,7 +45,7 @@ func (e *ParseError) Error() string {
 	return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
 }
 
-// Parse parses a /pool answer (SPEC §2). It is all or nothing: one bad line rejects the whole
+// Parse parses a /pool answer (docs/protocol.md). It is all or nothing: one bad line rejects the whole
 // answer with a *ParseError naming the line. An empty answer (or one with only blank and comment
 // lines) yields an empty, non-nil slice: the backend is ready and serves nothing. maxBody <= 0
 // means no size limit. Parse is a pure function, safe for concurrent use; the returned strings

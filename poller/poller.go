@@ -49,7 +49,7 @@ type Options struct {
 	Now           func() time.Time // optional; default time.Now
 }
 
-// Poller checks every target once per interval (SPEC §2). It is safe for concurrent use: Update
+// Poller checks every target once per interval. It is safe for concurrent use: Update
 // may be called from any goroutine, before or while Run runs. It must not be copied.
 type Poller struct {
 	site, userAgent string

@@ -10,9 +10,8 @@ import (
 	"pollbal/balancer"
 )
 
-// Reasons of the answers pollbal makes itself, sent in X-Pollbal-Reason (SPEC §4). The last
-// three are not in the SPEC: they name the client-side errors fasthttp reports, and a backend
-// answer that could not be used.
+// Reasons of the answers pollbal makes itself, sent in X-Pollbal-Reason. The last three name
+// the client-side errors fasthttp reports, and a backend answer that could not be used.
 const (
 	reasonNoApp              = "no_app"
 	reasonPoolExhausted      = "pool_exhausted"

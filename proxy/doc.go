@@ -1,13 +1,13 @@
 // Package proxy is pollbal's data plane: a fasthttp server that routes each client request by
 // Host to an app, takes a capacity lease on a backend of the app's node pool through the
 // balancer, forwards the request over that backend's own connection pool, and releases the
-// lease when the forward ends (SPEC §4). It makes the answers pollbal gives itself (404 no_app,
+// lease when the forward ends. It makes the answers pollbal gives itself (404 no_app,
 // 503 pool_exhausted, 413 body_too_large, 502 backend_unreachable and bad_response, 504
 // backend_timeout), strips hop-by-hop headers both ways, adds X-Forwarded-* and X-Pollbal-*
 // headers, retries requests that could not reach a backend on the next candidate, and counts
 // requests per app and status code.
 //
-// Bodies are streamed with bounded memory both ways (SPEC §8). A response body up to 64 KiB
+// Bodies are streamed with bounded memory both ways. A response body up to 64 KiB
 // is read whole and answered, freeing the backend connection and lease at once; a larger one,
 // or one of unknown length, is streamed to the client as it arrives through a pooled 64 KiB
 // buffer, and its lease is held until the last byte has been written to the client

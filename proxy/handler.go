@@ -145,7 +145,7 @@ const maxFullRefusals = 8
 // the upgraded connection when it ends (upgrade.go).
 //
 // The forward runs without a deadline (a per-request deadline costs about 1 µs, see
-// shared/bench/TUNING.md): the watchdog closes a backend connection whose request outlasts
+// bench/TUNING.md): the watchdog closes a backend connection whose request outlasts
 // timeout, and a forward that failed after lasting timeout is a timeout, not a failed
 // connection.
 func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool, queue *bool) (outcome, *balancer.Backend, string) {

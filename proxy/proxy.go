@@ -55,7 +55,7 @@ type Proxy struct {
 }
 
 // New builds a Proxy on a balancer. The server's settings follow the bench tuning
-// (shared/bench/TUNING.md): no server-side read, write or idle deadlines (the client timeouts
+// (bench/TUNING.md): no server-side read, write or idle deadlines (the client timeouts
 // are enforced by each listener's scanner instead, see scan.go), no Server, Date or default
 // Content-Type headers of its own, and the request time taken lazily.
 func New(o Options) (*Proxy, error) {

@@ -80,7 +80,9 @@ func Decide(members []Member, policies map[string]Policy) []Group {
 	return groups
 }
 
-// warned applies SPEC §5 to one group: serving and leaving are sorted.
+// warned decides one group: with a threshold of 0, or more serving than it, nobody is warned;
+// with exactly the threshold, the serving ones; with fewer, the leaving ones too. Serving and
+// leaving are sorted.
 func warned(threshold int, serving, leaving []string) []string {
 	if threshold <= 0 || len(serving) > threshold {
 		return nil

@@ -9,7 +9,7 @@ import (
 	"slices"
 )
 
-// apiState is the part of pollbal's GET /api/state (SPEC §6) that the demo reads.
+// apiState is the part of pollbal's GET /api/state that the demo reads.
 type apiState struct {
 	Site     string       `json:"site"`
 	Ready    bool         `json:"ready"`

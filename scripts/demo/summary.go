@@ -55,8 +55,8 @@ func (s summary) problems() []string {
 //
 // In service counts leaving backends too. Strictly serving ones can drop below the threshold
 // for a moment without anything going wrong: when two backends announce leaving within one
-// check interval, neither saw the other's warning yet; SPEC §5 then warns both (|Sv| < T), both
-// write serving back, and both keep taking traffic all along. What the protocol guarantees,
+// check interval, neither saw the other's warning yet; pollbal then warns both (fewer serving
+// than the threshold), both write serving back, and both keep taking traffic all along. What the protocol guarantees,
 // and what the demo checks, is that the pool never loses its last backend in service.
 func poolOK(p poolMin) bool { return p.InService >= p.Threshold }
 
