@@ -18,7 +18,9 @@ type clientCheck struct {
 }
 
 // checkClients closes the backend connection of every forward whose client connection has
-// been closed or reset. fasthttp does not read a client connection while its request is being
+// been closed or reset. A client that shut down only its write side looks the same from here
+// (the next read is the end of input) and counts as gone: an HTTP client that half-closes
+// while its request is in flight has left. fasthttp does not read a client connection while its request is being
 // handled or its response written, so nothing else would notice before the backend answers (a
 // failed write to the client notices only once there is something to write). The reads,
 // failures and the lease release then follow from the closed backend connection, as for a

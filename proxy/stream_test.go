@@ -378,11 +378,19 @@ func startStallBackend(t *testing.T, partial bool) *stallBackend {
 // TestClientGoneEndsForward checks that a client that closes its connection while its request
 // is being forwarded ends the forward within a second: the backend connection is closed and
 // the lease released, though the backend never finishes; both while the backend has not
-// answered yet and while its response is streaming. The proxy serves a real socket here: the
-// check peeks at it.
+// answered yet and while its response is streaming. A client that only shuts down its write
+// side (a half-close) counts as gone too, as the README says. The proxy serves a real socket
+// here: the check peeks at it.
 func TestClientGoneEndsForward(t *testing.T) {
-	for _, partial := range []bool{false, true} {
-		t.Run(fmt.Sprintf("response begun %v", partial), func(t *testing.T) {
+	for _, tc := range []struct {
+		partial, halfClose bool
+	}{{}, {partial: true}, {halfClose: true}, {partial: true, halfClose: true}} {
+		partial := tc.partial
+		name := fmt.Sprintf("response begun %v", partial)
+		if tc.halfClose {
+			name += ", half-close"
+		}
+		t.Run(name, func(t *testing.T) {
 			sb := startStallBackend(t, partial)
 			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: sb.addr}})
 			e := newEnv(t, cfg, "b1")
@@ -412,7 +420,14 @@ func TestClientGoneEndsForward(t *testing.T) {
 				t.Fatalf("in flight = %d, want 1", n)
 			}
 			start := time.Now()
-			_ = c.Close()
+			if tc.halfClose {
+				if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+			} else {
+				_ = c.Close()
+			}
 			testproc.WaitFor(t, 10*time.Second, "the lease to be released", func() bool { return b1.InFlight() == 0 })
 			released := time.Since(start)
 			backendClosed := (<-sb.closed).Sub(start)
