@@ -145,7 +145,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 				case op < 16: // release a random lease
 					if len(held) > 0 {
 						i := rng.IntN(len(held))
-						Lease{Backend: held[i]}.Release()
+						held[i].slot.release()
 						held[i] = held[len(held)-1]
 						held = held[:len(held)-1]
 					}

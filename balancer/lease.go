@@ -35,8 +35,10 @@ func (t *Tried) has(b *Backend) bool {
 	return false
 }
 
-// Lease is one capacity slot held on a backend. Release it exactly once when the forward ends,
-// whatever the outcome. A Lease is a small value; copying it does not duplicate the slot.
+// Lease is one capacity slot held on a backend. Release it when the forward ends, whatever the
+// outcome. A Lease is a small value; copying it does not duplicate the slot. Release is
+// idempotent on one Lease variable; a copy released as well (a bug) cannot take the address's
+// in-flight count below 0, though while other leases are held it returns one of theirs early.
 type Lease struct {
 	Backend  *Backend
 	Pool     string // the pool served from (the app's, or default after a fallback)
@@ -44,10 +46,11 @@ type Lease struct {
 	snap     *Snapshot
 }
 
-// Release returns the slot.
-func (l Lease) Release() {
-	if l.Backend != nil {
-		l.Backend.slot.release()
+// Release returns the slot; later calls on l do nothing.
+func (l *Lease) Release() {
+	if b := l.Backend; b != nil {
+		l.Backend = nil
+		b.slot.release()
 	}
 }
 
@@ -169,10 +172,11 @@ func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, n
 			if raw := m.capacity - inFlight; raw > top {
 				top = raw
 			}
-			limit, ok := s.available(m, tried, now)
+			h, ok := candidate(m, tried)
 			if !ok {
 				continue
 			}
+			limit := s.limit(m, h, now)
 			spare := limit - inFlight
 			if spare <= 0 || spare <= bestSpare {
 				continue
@@ -191,27 +195,41 @@ func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, n
 	return best, bestLimit
 }
 
-// available is the one predicate for "is m a candidate now", apart from its free slot: ready
+// candidate is the one predicate for "is m a candidate now", apart from its free slot: ready
 // (re-checked against the live health, which may be newer than the candidate set), not ejected,
-// not already tried. It returns the member's current capacity limit (slow start applied). The
-// scheduler and the quiet read path both use it.
-func (s *Snapshot) available(m *member, tried *Tried, now time.Time) (int64, bool) {
+// not already tried. It returns the health it checked, for limit. The scheduler and the quiet
+// read path both use it (through available outside the pick's loop).
+func candidate(m *member, tried *Tried) (*Health, bool) {
 	h := m.b.health.Load()
-	if !h.Ready {
-		return 0, false
+	if !h.Ready || m.b.ejected.Load() || (tried != nil && tried.has(m.b)) {
+		return nil, false
 	}
-	if m.b.ejected.Load() || (tried != nil && tried.has(m.b)) {
+	return h, true
+}
+
+// available is candidate with the member's current capacity limit (slow start applied).
+func (s *Snapshot) available(m *member, tried *Tried, now time.Time) (int64, bool) {
+	h, ok := candidate(m, tried)
+	if !ok {
 		return 0, false
 	}
 	return s.limit(m, h, now), true
 }
 
 // limit is this instance's limit on the member (fleet.go: the whole capacity for a lone
-// instance), ramped from 10% to 100% over slow_start after it became ready. It costs the pick
-// one atomic load.
+// instance), ramped from 10% to 100% over slow_start after it became ready (h is its health).
+// Without slow start it is inlined and costs the pick one atomic load.
 func (s *Snapshot) limit(m *member, h *Health, now time.Time) int64 {
+	if s.slowStart <= 0 {
+		return m.b.limit.Load()
+	}
+	return s.ramped(m, h, now)
+}
+
+// ramped is limit with slow start on.
+func (s *Snapshot) ramped(m *member, h *Health, now time.Time) int64 {
 	l := m.b.limit.Load()
-	if s.slowStart <= 0 || h.ReadySince.IsZero() {
+	if h.ReadySince.IsZero() {
 		return l
 	}
 	return rampLimit(l, now.Sub(h.ReadySince), s.slowStart)

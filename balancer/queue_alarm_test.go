@@ -51,5 +51,6 @@ func TestExhaustedAlarmWhileOthersWait(t *testing.T) {
 		t.Errorf("pool_exhausted counted %v times for the 503, want 1", got)
 	}
 	held.Release()
-	(<-served).Release()
+	l := <-served
+	l.Release()
 }

@@ -13,11 +13,20 @@ import (
 // backend and later adds it back keeps counting the leases still held on it, and the capacity
 // limit holds across any sequence of reloads. It is safe for concurrent use and must not be
 // copied.
+//
+// A slot fills a cache line of its own: every lease and release writes inFlight, and a pick
+// reads the inFlight of many slots, so two slots on one line would make the leases of one
+// backend slow down the picks and leases of its neighbour. The fields beside inFlight are read
+// by the release that has just written it.
 type slot struct {
 	inFlight atomic.Int64
 	hints    atomic.Pointer[[]hintReg] // block hints of the current candidate sets its backend is in
 	queues   *waitQueues               // the balancer's queues (queue.go); nil in some tests
+	_        [cacheLine - 24]byte
 }
+
+// cacheLine is the size of a cache line on the machines pollbal runs on (amd64, arm64).
+const cacheLine = 64
 
 // retired is the count a slot is set to when the registry forgets it: a pick through an older
 // snapshot that still lists its backend then sees no spare and a take finds it full, so no lease
@@ -38,23 +47,26 @@ func (s *slot) tryAcquire(limit int64) bool {
 	}
 }
 
-// release returns a lease. While requests are queued it hands the slot over to them (queue.go);
-// with no queued request this costs one atomic load.
+// release returns a lease: it raises the spare hints of the blocks the address is in, so a pick
+// never skips a block that now holds more spare than its hint says, and while requests are
+// queued it hands the slot over to them (queue.go). With no queued request the queue costs one
+// atomic load. It never takes the count below 0 (a second release of a copied Lease would),
+// and such a release does nothing else.
 func (s *slot) release() {
-	s.free()
-	if q := s.queues; q != nil && q.waiting.Load() != 0 {
-		q.wake()
+	n := s.inFlight.Load()
+	for n > 0 && !s.inFlight.CompareAndSwap(n, n-1) {
+		n = s.inFlight.Load()
 	}
-}
-
-// free returns a lease and raises the spare hints of the blocks the address is in, so a pick
-// never skips a block that now holds more spare than its hint says.
-func (s *slot) free() {
-	n := s.inFlight.Add(-1)
+	if n <= 0 {
+		return
+	}
 	if regs := s.hints.Load(); regs != nil {
 		for _, r := range *regs {
-			r.hint.raise(r.capacity - n)
+			r.hint.raise(r.capacity - n + 1)
 		}
+	}
+	if q := s.queues; q != nil && q.waiting.Load() != 0 {
+		q.wake()
 	}
 }
 

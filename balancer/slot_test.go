@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"pollbal/configs"
 )
@@ -314,5 +315,85 @@ func TestHintsHoldAcrossRenamesAndReadding(t *testing.T) {
 	}
 	for _, l := range again {
 		l.Release()
+	}
+}
+
+// TestLeaseReleaseIsIdempotent: releasing a Lease again, or releasing a copy of it as well,
+// never takes the address's in-flight count below 0, so the backend is never given more than
+// its capacity afterwards; leases still held are counted until they are released.
+func TestLeaseReleaseIsIdempotent(t *testing.T) {
+	cases := []struct {
+		name    string
+		release func(l Lease) // releases l (and copies of it) some number of times
+	}{
+		{name: "once", release: func(l Lease) { l.Release() }},
+		{name: "the same variable twice", release: func(l Lease) { l.Release(); l.Release() }},
+		{name: "a copy after the original", release: func(l Lease) { c := l; l.Release(); c.Release() }},
+		{name: "the original after a copy", release: func(l Lease) { c := l; c.Release(); l.Release() }},
+		{name: "eight copies at once", release: func(l Lease) {
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func(c Lease) { defer wg.Done(); c.Release() }(l)
+			}
+			wg.Wait()
+		}},
+	}
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Capacity: 3}}), nil)
+			markReady(bal, []string{"a"})
+			s := bal.Snapshot()
+			b := s.byID["a"].b
+			l, err := s.Acquire(s.AppByName("www"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.release(l)
+			if got := b.slot.inFlight.Load(); got != 0 {
+				t.Fatalf("in flight %d after the releases, want 0", got)
+			}
+			held := acquireAll(t, bal)
+			if len(held) != 3 {
+				t.Fatalf("%d leases taken after the releases on capacity 3, want 3", len(held))
+			}
+			if got := b.InFlight(); got != 3 {
+				t.Fatalf("in flight %d with 3 leases held, want 3", got)
+			}
+			for i := range held {
+				held[i].Release()
+				held[i].Release()
+			}
+			if got := b.slot.inFlight.Load(); got != 0 {
+				t.Fatalf("in flight %d after releasing every lease twice, want 0", got)
+			}
+		})
+	}
+}
+
+// TestSlotFillsACacheLine: each address's count has a cache line of its own, so the leases of
+// one backend do not slow down the picks and leases of the next.
+func TestSlotFillsACacheLine(t *testing.T) {
+	if got := unsafe.Sizeof(slot{}); got != cacheLine {
+		t.Fatalf("slot is %d bytes, want %d", got, cacheLine)
+	}
+	if got := unsafe.Sizeof(rotation{}); got != cacheLine {
+		t.Fatalf("rotation is %d bytes, want %d", got, cacheLine)
+	}
+	// Slots are allocated one by one as addresses appear; with the padding no two share a line.
+	cfg := cfgOf(nil, []configs.Backend{{ID: "a", Address: "127.0.0.1:20001"}, {ID: "b", Address: "127.0.0.1:20002"}, {ID: "c", Address: "127.0.0.1:20003"}})
+	reg := map[string]*slot{}
+	syncSlots(reg, cfg, nil)
+	lines := map[uintptr]bool{}
+	for _, s := range reg {
+		start, end := uintptr(unsafe.Pointer(&s.inFlight))/cacheLine, (uintptr(unsafe.Pointer(s))+unsafe.Sizeof(*s)-1)/cacheLine
+		if start != end {
+			t.Errorf("a slot spans cache lines %d to %d", start, end)
+		}
+		if lines[start] {
+			t.Errorf("two slots share cache line %d", start)
+		}
+		lines[start] = true
 	}
 }

@@ -141,8 +141,12 @@ func (s *Snapshot) PoolOf(id string) (pool, source string, ok bool) {
 }
 
 // rotation is the starting point of the rotate tie-break; it is shared by the lists of one
-// (pool, service) across snapshots so a rebuild does not reset it.
-type rotation struct{ n atomic.Uint32 }
+// (pool, service) across snapshots so a rebuild does not reset it. Every pick writes it, so it
+// fills a cache line of its own rather than sharing one with what other picks read.
+type rotation struct {
+	n atomic.Uint32
+	_ [cacheLine - 4]byte
+}
 
 // buildInput is what a snapshot is made of.
 type buildInput struct {
