@@ -59,6 +59,7 @@ type Balancer struct {
 	slots     map[string]*slot // by configs.AddressKey: the in-flight counts that outlive configurations (slot.go)
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
+	requests  map[string]*RequestMetrics // by app name (requests.go)
 	warnings  []GroupState
 
 	roundDone atomic.Bool
@@ -91,6 +92,7 @@ func New(o Options) (*Balancer, error) {
 		slots:     map[string]*slot{},
 		rotations: map[[2]string]*rotation{},
 		counters:  map[string]*appCounters{},
+		requests:  map[string]*RequestMetrics{},
 		events:    NewEvents(100, o.Now),
 	}
 	for id, pool := range o.Overrides {
@@ -159,24 +161,7 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 		}
 	}
 	b.backends = next
-	counters := make(map[string]*appCounters, len(cfg.Apps))
-	for _, a := range cfg.Apps {
-		pool, _, _ := configs.AppPool(a)
-		c := b.counters[a.Name]
-		if c == nil || c.pool != pool {
-			if c != nil {
-				b.metrics.forget(c)
-			}
-			c = b.metrics.appCounters(a.Name, pool)
-		}
-		counters[a.Name] = c
-	}
-	for name, c := range b.counters {
-		if counters[name] == nil {
-			b.metrics.forget(c)
-		}
-	}
-	b.counters = counters
+	b.syncAppMetricsLocked(cfg)
 	b.cfg = cfg
 	for id, pool := range b.overrides {
 		if next[id] == nil {
@@ -206,6 +191,7 @@ func (b *Balancer) rebuildLocked() {
 		backends:  b.backends,
 		rotations: b.rotations,
 		counters:  b.counters,
+		requests:  b.requests,
 		bal:       b,
 		now:       now,
 	})

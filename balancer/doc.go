@@ -12,7 +12,10 @@
 // the in-flight check-and-take stays the only gate on a lease. Each backend's limit — its
 // capacity for a lone instance, this instance's share of it in a fleet, from fleet.instances
 // and the backend's X-Pool-Load report (fleet.go, a pure decision) — is one atomic beside its
-// health; limits stay within the capacities the hints were built with. The package never imports
+// health; limits stay within the capacities the hints were built with. Per-app metric handles
+// (the pool counters, and the answered-request series the proxy records into, requests.go) are
+// resolved once per app and kept on its App, so a request looks nothing up; an app that leaves
+// the configuration has its series deleted for good. The package never imports
 // poller, proxy or admin: check results arrive through Observe, and readers use the quiet State
 // path.
 package balancer

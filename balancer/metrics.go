@@ -23,6 +23,9 @@ type metrics struct {
 	fallback  *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
 	full      *prometheus.CounterVec
+	requests  *prometheus.CounterVec   // pollbal_requests_total (requests.go)
+	durations *prometheus.HistogramVec // pollbal_request_duration_seconds
+	noApp     *RequestMetrics          // requests that matched no app
 
 	ready, inFlight, limit, serving, leaving *prometheus.Desc
 }
@@ -52,11 +55,13 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 		serving:  prometheus.NewDesc("pollbal_group_serving", "Ready backends reporting serving in the warning group.", []string{"pool", "service", "version"}, nil),
 		leaving:  prometheus.NewDesc("pollbal_group_leaving", "Ready backends reporting leaving in the warning group.", []string{"pool", "service", "version"}, nil),
 	}
-	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m.ignored, m.full, m} {
+	m.requests, m.durations = newRequestVecs()
+	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m.ignored, m.full, m.requests, m.durations, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register balancer metrics: %w", err)
 		}
 	}
+	m.noApp = m.newRequestMetrics(noAppLabel)
 	return m, nil
 }
 

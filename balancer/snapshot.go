@@ -89,6 +89,7 @@ type App struct {
 	primary  *candList
 	fallback *candList // nil when fallback is not allowed or the app already resolves to default
 	counters *appCounters
+	requests *RequestMetrics
 }
 
 // Snapshot is an immutable view of configuration, ownership and health. It is safe for
@@ -155,6 +156,7 @@ type buildInput struct {
 	backends  map[string]*Backend // by id, already matching cfg
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
+	requests  map[string]*RequestMetrics
 	bal       *Balancer
 	now       time.Time // for the age of load reports
 }
@@ -203,6 +205,7 @@ func buildSnapshot(in buildInput) *Snapshot {
 			AllowFallback: allow,
 			Hosts:         ca.Hosts,
 			counters:      in.counters[ca.Name],
+			requests:      in.requests[ca.Name],
 		}
 		a.primary = s.list(pool, ca.Service, in.rotations)
 		if allow && pool != configs.PoolDefault {

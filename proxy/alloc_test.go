@@ -18,7 +18,6 @@ func TestHandlerAllocs(t *testing.T) {
 	exhausted := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}, {Name: "empty", Hosts: []string{"empty.test"}, Pool: "pool-empty"}},
 		[]configs.Backend{{ID: "b1", Address: e.bal.Snapshot().Config().Backends[0].Address, Capacity: 4096}})
 	e.bal.Update(exhausted)
-	e.p.Reload()
 	tests := []struct {
 		name     string
 		host     string

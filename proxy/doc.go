@@ -5,7 +5,7 @@
 // 503 pool_exhausted, 413 body_too_large, 502 backend_unreachable and bad_response, 504
 // backend_timeout), strips hop-by-hop headers both ways, adds X-Forwarded-* and X-Pollbal-*
 // headers, retries requests that could not reach a backend on the next candidate, and counts
-// requests per app and status code.
+// requests per app and status code in the metrics the balancer keeps on each app.
 //
 // Bodies are streamed with bounded memory both ways. A response body up to 64 KiB
 // is read whole and answered, freeing the backend connection and lease at once; a larger one,
@@ -17,8 +17,9 @@
 // 502 bad_response.
 //
 // The request path reads one balancer snapshot per request and does not allocate beyond what
-// fasthttp itself does for small bodies; the per-backend pools and per-app metric children are
-// resolved through copy-on-write maps behind atomic pointers. Forwards run without per-request
+// fasthttp itself does for small bodies; the per-app metrics are on the snapshot's App, and the
+// per-backend pools in a table derived from the balancer's current configuration behind an
+// atomic pointer (upstream.go), so a reload needs no call into the proxy. Forwards run without per-request
 // deadlines: a watchdog enforces proxy.backend_timeout by closing backend connections whose
 // request has outlasted it, and closes the backend connection of a forward whose client went
 // away (reset or closed) within a fraction of a second, which ends the forward and releases

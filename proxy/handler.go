@@ -18,10 +18,6 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	}
 	snap := p.bal.Snapshot()
 	app := snap.Route(ctx.Host())
-	m := p.metrics.noApp
-	if app != nil {
-		m = p.metrics.app(app.Name)
-	}
 	switch {
 	case refusedMethod(ctx.Request.Header.Method()):
 		answerMethodNotAllowed(ctx)
@@ -35,7 +31,7 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	if p.stopping.Load() {
 		ctx.SetConnectionClose()
 	}
-	m.done(ctx.Response.StatusCode(), p.clock.now()-start)
+	snap.Requests(app).Done(ctx.Response.StatusCode(), p.clock.now()-start)
 }
 
 // forwardSafely is forward with a panic contained to its request: the lease was already

@@ -258,7 +258,6 @@ func TestRequestHeaders(t *testing.T) {
 				cfg = &trusted
 			}
 			e.bal.Update(cfg)
-			e.p.Reload()
 			r := dialRaw(t, e.ln, client).exchange(tt.request)
 			if r.code != 200 {
 				t.Fatalf("got %v", r)

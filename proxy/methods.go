@@ -45,11 +45,7 @@ func (p *Proxy) expectContinue(ctx *fasthttp.RequestCtx) int {
 	default:
 		return fasthttp.StatusContinue
 	}
-	m := p.metrics.noApp
-	if app := snap.Route(ctx.Host()); app != nil {
-		m = p.metrics.app(app.Name)
-	}
 	code := ctx.Response.StatusCode()
-	m.count(code)
+	snap.Requests(snap.Route(ctx.Host())).Count(code)
 	return code
 }

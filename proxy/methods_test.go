@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
@@ -71,7 +70,7 @@ func TestConnect(t *testing.T) {
 	if n := be.hits.Load(); n != 0 {
 		t.Errorf("backend received %d requests, want 0", n)
 	}
-	if got := testutil.ToFloat64(e.p.metrics.requests.WithLabelValues("shop", "405")); got != 5 {
+	if got := requestsTotal(t, e.balReg, "shop", "405"); got != 5 {
 		t.Errorf(`requests_total{app="shop",code="405"} = %v, want 5`, got)
 	}
 }
@@ -130,7 +129,7 @@ func TestExpectContinue(t *testing.T) {
 	if n := echo.hits.Load(); n != 1 {
 		t.Errorf("backend received %d requests, want 1 (the one within the limit)", n)
 	}
-	if got := testutil.ToFloat64(e.p.metrics.requests.WithLabelValues("shop", "413")); got != 1 {
+	if got := requestsTotal(t, e.balReg, "shop", "413"); got != 1 {
 		t.Errorf(`requests_total{app="shop",code="413"} = %v, want 1`, got)
 	}
 }

@@ -30,7 +30,6 @@ type Options struct {
 type Proxy struct {
 	bal       *balancer.Balancer
 	log       *slog.Logger
-	metrics   *metrics
 	upstreams *upstreams
 	watch     *watchdog   // enforces proxy.backend_timeout on backend connections
 	bufs      copyBuffers // carry streamed bodies
@@ -68,19 +67,15 @@ func New(o Options) (*Proxy, error) {
 	if o.Registerer == nil {
 		o.Registerer = prometheus.NewRegistry()
 	}
-	m, err := newMetrics(o.Registerer)
-	if err != nil {
-		return nil, err
-	}
 	bal := o.Balancer
 	p := &Proxy{
-		bal:     bal,
-		log:     o.Logger,
-		metrics: m,
-		clock:   newMonoClock(),
+		bal:   bal,
+		log:   o.Logger,
+		clock: newMonoClock(),
 	}
 	open := func() float64 { return float64(p.open.Load()) }
 	upgraded := func() float64 { return float64(p.upgrades.len()) }
+	var err error
 	if p.connMetrics, err = newConnMetrics(o.Registerer, open, upgraded); err != nil {
 		return nil, err
 	}
@@ -187,17 +182,6 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// Reload deletes the metric series of apps a reload removed. Backend connection pools follow
-// the balancer by themselves (upstream.go); timeouts, retries and the request body limit are
-// read from the snapshot on every request.
-func (p *Proxy) Reload() {
-	names := map[string]bool{}
-	for _, a := range p.bal.Snapshot().Apps() {
-		names[a.Name] = true
-	}
-	p.metrics.keep(names)
-}
-
 // connState follows a client connection through fasthttp's states, for the client timeouts.
 func (p *Proxy) connState(nc net.Conn, st fasthttp.ConnState) {
 	c := trackedConn(nc)
@@ -243,11 +227,7 @@ func bufferLimit(pc *configs.Proxy) int {
 func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	snap := p.bal.Snapshot()
 	code := answerServerError(ctx, err, snap.Config().Proxy.MaxRequestBody)
-	m := p.metrics.noApp
-	if app := snap.Route(ctx.Host()); app != nil {
-		m = p.metrics.app(app.Name)
-	}
-	m.count(code)
+	snap.Requests(snap.Route(ctx.Host())).Count(code)
 }
 
 // serverLog routes fasthttp's own messages (mostly clients that went away mid-request) to the

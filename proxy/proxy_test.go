@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
@@ -58,13 +57,13 @@ func TestRouting(t *testing.T) {
 			}
 		})
 	}
-	if got := testutil.ToFloat64(e.p.metrics.requests.WithLabelValues("-", "404")); got != 2 {
+	if got := requestsTotal(t, e.balReg, "-", "404"); got != 2 {
 		t.Errorf(`requests_total{app="-",code="404"} = %v, want 2`, got)
 	}
-	if got := testutil.ToFloat64(e.p.metrics.requests.WithLabelValues("blog", "200")); got != 2 {
+	if got := requestsTotal(t, e.balReg, "blog", "200"); got != 2 {
 		t.Errorf(`requests_total{app="blog",code="200"} = %v, want 2`, got)
 	}
-	if got := testutil.CollectAndCount(e.p.metrics.duration); got != 3 {
+	if got := seriesOf(t, e.balReg, "pollbal_request_duration_seconds", ""); got != 3 {
 		t.Errorf("request_duration_seconds has %d series, want 3 (shop, blog, -)", got)
 	}
 }
@@ -126,7 +125,6 @@ func TestBodyLimit(t *testing.T) {
 			next := *cfg
 			next.Proxy.MaxRequestBody = n
 			e.bal.Update(&next)
-			e.p.Reload()
 		}
 	}
 	tests := []struct {
@@ -171,7 +169,7 @@ func TestBodyLimit(t *testing.T) {
 		})
 	}
 	e.waitIdle()
-	if got := testutil.ToFloat64(e.p.metrics.requests.WithLabelValues("shop", "413")); got != 3 {
+	if got := requestsTotal(t, e.balReg, "shop", "413"); got != 3 {
 		t.Errorf(`requests_total{app="shop",code="413"} = %v, want 3`, got)
 	}
 

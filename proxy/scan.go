@@ -140,7 +140,7 @@ func (l *listener) cut(c *clientConn, v verdict) {
 	switch v {
 	case cutHeader:
 		m.headerTimeouts.Inc()
-		l.p.metrics.noApp.count(fasthttp.StatusRequestTimeout)
+		l.p.bal.Snapshot().Requests(nil).Count(fasthttp.StatusRequestTimeout)
 		// In its own goroutine: the scanner never waits on a client.
 		go func() {
 			// Headers that completed since the scan are a request now: no 408 across its answer.

@@ -52,7 +52,6 @@ func (s *server) reload(ctx context.Context, force bool) error {
 	s.bal.Update(cfg)
 	s.poll.Update(cfg.Poll, targets(cfg))
 	s.sender.Update(cfg.Warning.Timeout, secret)
-	s.proxy.Reload()
 	if tlsCerts != nil {
 		s.certs.Swap(tlsCerts.set, tlsCerts.minVersion)
 	}
