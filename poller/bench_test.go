@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // benchServersEnv makes the test binary a child process that serves /pool on that many
@@ -68,41 +68,28 @@ func serveBackends(count string) int {
 }
 
 // startBackendProcess re-executes the test binary as the backends' process and returns their
-// addresses. The child dies with the benchmark: it is killed at cleanup, gets SIGKILL if this
-// process dies first (Pdeathsig), and exits when its stdin closes.
+// addresses. The child dies with the benchmark: its stdin closes at cleanup, it is killed if
+// still running then, and gets SIGKILL if this process dies first.
 func startBackendProcess(b *testing.B, n int) []string {
 	b.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", benchServersEnv, n))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
+	stdin, feed, err := os.Pipe()
 	if err != nil {
 		b.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	var addrs []string
-	lines := bufio.NewScanner(stdout)
-	for lines.Scan() && lines.Text() != "ready" {
-		addrs = append(addrs, lines.Text())
-	}
+	p := testproc.Start(b, "backends", testproc.Options{
+		Env: append(os.Environ(), fmt.Sprintf("%s=%d", benchServersEnv, n)), Stdin: stdin,
+	}, exe, "-test.run=^$")
+	_ = stdin.Close() // the child holds its own copy
+	b.Cleanup(func() { _ = feed.Close() })
+	p.WaitLine(b, time.Minute, "ready")
+	addrs := strings.Split(strings.TrimSuffix(p.Stdout(), "ready\n"), "\n")
+	addrs = addrs[:len(addrs)-1] // the empty string after the last address's newline
 	if len(addrs) != n {
-		b.Fatalf("backend process gave %d addresses, want %d (%v)", len(addrs), n, lines.Err())
+		b.Fatalf("backend process gave %d addresses, want %d (%v)", len(addrs), n, p.Stdout())
 	}
 	return addrs
 }

@@ -1,7 +1,6 @@
 package poller
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // waitLimit bounds every wait for an event in these tests.
@@ -193,24 +193,6 @@ func (s *fakeSink) collect(t *testing.T, id string, n int) []Result {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer for a slog handler written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // fastSettings are settings for tests: checks every 100 ms, with a timeout that the race
 // detector on a loaded 2-core machine does not reach by accident.
 func fastSettings() configs.Poll {
@@ -265,6 +247,6 @@ func pollerGoroutines() string {
 	return strings.Join(leaked, "\n\n")
 }
 
-func newTestLogger(buf *syncBuffer) *slog.Logger {
+func newTestLogger(buf *testproc.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

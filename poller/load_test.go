@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"pollbal/internal/testproc"
 )
 
 func TestParseLoad(t *testing.T) {
@@ -80,7 +82,7 @@ func TestLoadReport(t *testing.T) {
 		step{status: 503, load: "1/8"},
 		step{body: "web", load: "0/8"},
 	)
-	var logs syncBuffer
+	var logs testproc.Buffer
 	sink := newFakeSink()
 	reg := prometheus.NewRegistry()
 	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: sink, Logger: newTestLogger(&logs),

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"pollbal/internal/testproc"
 )
 
 func TestNewRejects(t *testing.T) {
@@ -174,12 +176,14 @@ func TestCheckFailures(t *testing.T) {
 }
 
 // TestSpreadStart checks that target i of n first starts i*interval/n after Run starts. A timer
-// never fires early, so the lower bound is exact; the upper bound allows for a loaded machine.
+// never fires early, so the lower bounds are exact and prove the spread; the upper bounds prove
+// each target starts within its part of the interval, with half an interval to spare for a
+// loaded 2-core machine under -race.
 func TestSpreadStart(t *testing.T) {
 	const n = 4
 	s := fastSettings()
-	s.Interval, s.MaxBackoff = time.Second, time.Second
-	const slack = 200 * time.Millisecond
+	s.Interval, s.MaxBackoff = 2*time.Second, 2*time.Second
+	slack := s.Interval / 2
 	var backends []*backend
 	var targets []Target
 	for i := range n {
@@ -201,9 +205,10 @@ func TestSpreadStart(t *testing.T) {
 			}
 		})
 	}
+	// The next check starts one interval after the first one started, never sooner.
 	second := backends[0].nextHit(t).at.Sub(began)
-	if second < s.Interval-slack || second > s.Interval+slack {
-		t.Fatalf("target a's second check after %v, want about %v", second, s.Interval)
+	if second < s.Interval || second > s.Interval+slack {
+		t.Fatalf("target a's second check after %v, want %v (+%v)", second, s.Interval, slack)
 	}
 }
 
@@ -248,13 +253,14 @@ func TestRiseFall(t *testing.T) {
 
 // TestBackoff checks the gaps between checks as the backend's server sees them: they double
 // while it fails, up to max_backoff, and return to the interval after a good check. Timers never
-// fire early, so lower bounds are tight but for request latency; upper bounds are loose enough
-// for a loaded machine yet tell the interval from the cap.
+// fire early, so the lower bounds are tight but for request latency and prove the doubling; the
+// upper bounds only tell the cases apart — a capped gap is well under twice the cap, a gap back at the
+// interval under half the cap — which leaves hundreds of milliseconds for a loaded machine.
 func TestBackoff(t *testing.T) {
 	s := fastSettings()
-	s.Interval, s.Timeout, s.MaxBackoff = 50*time.Millisecond, 45*time.Millisecond, 400*time.Millisecond
+	s.Interval, s.Timeout, s.MaxBackoff = 50*time.Millisecond, 45*time.Millisecond, 800*time.Millisecond
 	fail := step{status: 503}
-	b := newBackend(t, fail, fail, fail, fail, fail, step{body: "web"})
+	b := newBackend(t, fail, fail, fail, fail, fail, fail, step{body: "web"})
 	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: newFakeSink(),
 		Targets: []Target{{ID: "b", Address: b.addr}}})
 	if err != nil {
@@ -262,7 +268,7 @@ func TestBackoff(t *testing.T) {
 	}
 	start(t, p)
 	var at []time.Time
-	for range 8 {
+	for range 9 {
 		at = append(at, b.nextHit(t).at)
 	}
 	ms := time.Millisecond
@@ -271,13 +277,14 @@ func TestBackoff(t *testing.T) {
 		gap      int // between check gap+1 and gap+2
 		min, max time.Duration
 	}{
-		{name: "after 1st failure: interval", gap: 0, min: 30 * ms, max: 250 * ms},
-		{name: "after 2nd failure: doubled", gap: 1, min: 60 * ms, max: 350 * ms},
-		{name: "after 3rd failure: doubled again", gap: 2, min: 120 * ms, max: 450 * ms},
-		{name: "after 4th failure: doubled to the cap", gap: 3, min: 240 * ms, max: 700 * ms},
-		{name: "after 5th failure: capped", gap: 4, min: 240 * ms, max: 700 * ms},
-		{name: "after a good check: interval again", gap: 5, min: 30 * ms, max: 250 * ms},
-		{name: "and it stays there", gap: 6, min: 30 * ms, max: 250 * ms},
+		{name: "after 1st failure: interval", gap: 0, min: 30 * ms, max: 400 * ms},
+		{name: "after 2nd failure: doubled", gap: 1, min: 60 * ms, max: 800 * ms},
+		{name: "after 3rd failure: doubled again", gap: 2, min: 120 * ms, max: 800 * ms},
+		{name: "after 4th failure: doubled again", gap: 3, min: 240 * ms, max: 1600 * ms},
+		{name: "after 5th failure: doubled to the cap", gap: 4, min: 480 * ms, max: 1500 * ms},
+		{name: "after 6th failure: capped", gap: 5, min: 480 * ms, max: 1500 * ms},
+		{name: "after a good check: interval again", gap: 6, min: 30 * ms, max: 400 * ms},
+		{name: "and it stays there", gap: 7, min: 30 * ms, max: 400 * ms},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,7 +299,7 @@ func TestBackoff(t *testing.T) {
 func TestReasonLoggedOnChange(t *testing.T) {
 	good, invalid, unavailable := step{body: "web"}, step{body: "bad!"}, step{status: 503}
 	b := newBackend(t, good, invalid, invalid, invalid, unavailable, unavailable, good, good)
-	var logs syncBuffer
+	var logs testproc.Buffer
 	sink := newFakeSink()
 	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: sink, Logger: newTestLogger(&logs),
 		Targets: []Target{{ID: "b", Address: b.addr}}})

@@ -186,9 +186,7 @@ func TestUpdateSignals(t *testing.T) {
 			f := newFiles(t)
 			p := start(t, cleanEnv(), updateScript, f.args(tc.overrides...)...)
 			p.WaitFor(t, 10*time.Second, tc.waitLog, func() bool { return strings.Contains(p.Stderr(), tc.waitLog) })
-			if err := p.Signal(tc.sig); err != nil {
-				t.Fatal(err)
-			}
+			p.Signal(t, tc.sig)
 			// Well under the 30 s sleeps: the signal must interrupt them.
 			if code := p.ExitCode(t, 10*time.Second); code != 0 {
 				t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
@@ -209,9 +207,7 @@ func TestUpdateSignals(t *testing.T) {
 		cmd := fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.02; done`, started, release)
 		p := start(t, cleanEnv(), updateScript, f.args("--update-cmd", cmd)...)
 		p.WaitFor(t, 10*time.Second, "update started", func() bool { _, err := os.Stat(started); return err == nil })
-		if err := p.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		p.Signal(t, syscall.SIGTERM)
 		writeFile(t, release, "")
 		if code := p.ExitCode(t, 10*time.Second); code != 0 {
 			t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
@@ -230,9 +226,7 @@ func TestUpdateSignals(t *testing.T) {
 		cmd := fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.02; done; touch %q`, started, release, finished)
 		p := start(t, cleanEnv(), updateScript, f.args("--update-cmd", cmd)...)
 		p.WaitFor(t, 10*time.Second, "update started", func() bool { _, err := os.Stat(started); return err == nil })
-		if err := p.SignalGroup(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		p.SignalGroup(t, syscall.SIGTERM)
 		writeFile(t, release, "")
 		if code := p.ExitCode(t, 10*time.Second); code != 0 {
 			t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 const adminToken = "e2e-admin-token"
@@ -81,7 +83,7 @@ backends:
   - {id: web-2, address: %s}
 `, tokenFile, filepath.Join(stateDir, "overrides.json"), web1.addr, web2.addr)
 	pb := startPollbal(t, cfg)
-	waitFor(t, 5*time.Second, "both ready", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "both ready", func() bool {
 		s := pb.state(t)
 		r1, _, _, _ := s.backend("web-1")
 		r2, _, _, _ := s.backend("web-2")
@@ -106,7 +108,7 @@ backends:
 	}
 
 	// kill -9 right after the move, restart on the same config and state file.
-	pb.kill()
+	pb.Kill()
 	pb2 := startPollbalAt(t, pb)
 	if pool, source := poolOf(t, pb2, "web-1"); pool != "unassigned" || source != "admin" {
 		t.Fatalf("after kill -9 and restart: web-1 in %s (%s), want unassigned (admin)", pool, source)
@@ -137,7 +139,7 @@ backends:
 	if pool, source := poolOf(t, pb2, "web-1"); pool != "unassigned" || source != "admin" {
 		t.Fatalf("after a failed write web-1 is in %s (%s), want it unchanged in unassigned", pool, source)
 	}
-	waitFor(t, 5*time.Second, "pollbal ready after restart", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "pollbal ready after restart", func() bool {
 		r, _, _, _ := pb2.state(t).backend("web-2")
 		return r
 	})
@@ -147,7 +149,7 @@ backends:
 			t.Fatalf("scheduling changed after a failed move: %+v %v", a, err)
 		}
 	}
-	if !strings.Contains(pb2.out.String(), "admin call") {
+	if !strings.Contains(pb2.Output(), "admin call") {
 		t.Fatal("no audit line for the admin calls")
 	}
 }
@@ -156,8 +158,8 @@ backends:
 func startPollbalAt(t *testing.T, prev *instance) *instance {
 	t.Helper()
 	in := &instance{cfgPath: prev.cfgPath, listen: prev.listen, admin: prev.admin}
-	in.proc = start(t, "pollbal (restarted)", nil, bins.pollbal, "run", "-config", in.cfgPath)
-	waitFor(t, 15*time.Second, "restarted pollbal /readyz", func() bool {
+	in.Proc = testproc.Start(t, "pollbal (restarted)", testproc.Options{}, bins.pollbal, "run", "-config", in.cfgPath)
+	in.WaitFor(t, 15*time.Second, "restarted pollbal /readyz", func() bool {
 		resp, err := http.Get("http://" + in.admin + "/readyz")
 		if err != nil {
 			return false

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // startEdgeSetup starts one example backend and pollbal with the given proxy: flow mapping,
@@ -36,7 +38,7 @@ backends:
   - {id: web-1, address: %s}
 proxy: %s
 `, be.addr, proxyKeys))
-	waitFor(t, 10*time.Second, "web-1 ready", func() bool {
+	testproc.WaitFor(t, 10*time.Second, "web-1 ready", func() bool {
 		ready, _, _, _ := pb.state(t).backend("web-1")
 		return ready
 	})
@@ -129,7 +131,7 @@ apps:
 backends:
   - {id: web-1, address: 127.0.0.1:1}
 proxy: {trusted_proxies: [10.1.2.3/16, proxy.local]}
-`, freePort(t), freePort(t))
+`, testproc.FreeAddr(t), testproc.FreeAddr(t))
 	path := filepath.Join(t.TempDir(), "pollbal.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -16,11 +16,14 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"pollbal/internal/testetcd"
+	"pollbal/internal/testproc"
 )
 
 // etcdFleet is three pollbal instances that share one etcd, each with its own state file.
 type etcdFleet struct {
-	etcd      *testEtcd
+	etcd      *testetcd.Server
 	cli       *clientv3.Client
 	instances []*instance
 	web1      *backend
@@ -58,8 +61,8 @@ backends:
 
 func startEtcdFleet(t *testing.T) *etcdFleet {
 	t.Helper()
-	f := &etcdFleet{etcd: startEtcd(t)}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.etcd.client}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	f := &etcdFleet{etcd: testetcd.Start(t)}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.etcd.Client}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +71,10 @@ func startEtcdFleet(t *testing.T) *etcdFleet {
 	f.web1 = startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
 	f.web2 = startBackend(t, "web-2", "127.0.0.1:0", "web serving v1\n")
 	for range 3 {
-		f.instances = append(f.instances, startPollbal(t, etcdFleetConfig(t, f.etcd.client, f.web1.addr, f.web2.addr)))
+		f.instances = append(f.instances, startPollbal(t, etcdFleetConfig(t, f.etcd.Client, f.web1.addr, f.web2.addr)))
 	}
 	for i, in := range f.instances {
-		waitFor(t, 10*time.Second, fmt.Sprintf("instance %d: store up", i), func() bool { return storeOf(t, in).Up })
+		testproc.WaitFor(t, 10*time.Second, fmt.Sprintf("instance %d: store up", i), func() bool { return storeOf(t, in).Up })
 	}
 	return f
 }
@@ -115,7 +118,7 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 	f := startEtcdFleet(t)
 	a, b, c := f.instances[0], f.instances[1], f.instances[2]
 	for _, in := range f.instances {
-		waitFor(t, 5*time.Second, "both backends ready", func() bool {
+		testproc.WaitFor(t, 5*time.Second, "both backends ready", func() bool {
 			s := in.state(t)
 			r1, _, _, _ := s.backend("web-1")
 			r2, _, _, _ := s.backend("web-2")
@@ -133,7 +136,7 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 		t.Fatalf("a answered before applying its own move: web-1 in %s", p)
 	}
 	for _, in := range []*instance{b, c} {
-		took := waitFor(t, time.Second, "the move on the other instances", func() bool { return pool(t, in, "web-1") == "unassigned" })
+		took := testproc.WaitFor(t, time.Second, "the move on the other instances", func() bool { return pool(t, in, "web-1") == "unassigned" })
 		t.Logf("move on %s (answered in %s) seen by %s %s after the answer", a.admin, answered, in.admin, took)
 	}
 	got, err := f.cli.Get(context.Background(), etcdPrefix+"moves/web-1")
@@ -141,18 +144,18 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 		t.Fatalf("etcd: %v %v, want %smoves/web-1 = unassigned", got, err, etcdPrefix)
 	}
 	for _, in := range f.instances {
-		if !regexp.MustCompile(`msg="admin move applied".*target=web-1 pool=unassigned revision=` + strconv.FormatInt(got.Kvs[0].ModRevision, 10)).MatchString(in.out.String()) {
+		if !regexp.MustCompile(`msg="admin move applied".*target=web-1 pool=unassigned revision=` + strconv.FormatInt(got.Kvs[0].ModRevision, 10)).MatchString(in.Output()) {
 			t.Errorf("%s: no audit line naming revision %d", in.admin, got.Kvs[0].ModRevision)
 		}
 	}
 
 	// etcd stops: scheduling goes on, moves are refused, the gauge and the alarm say so.
-	f.etcd.stop()
+	f.etcd.Stop()
 	client := loadClient(1)
 	for _, in := range f.instances {
-		waitFor(t, 5*time.Second, "store down", func() bool { return !storeOf(t, in).Up })
-		waitFor(t, time.Second, "pollbal_store_up 0", func() bool { return strings.Contains(in.metrics(t), "\npollbal_store_up 0\n") })
-		if !strings.Contains(in.out.String(), "msg=store_unavailable") {
+		testproc.WaitFor(t, 5*time.Second, "store down", func() bool { return !storeOf(t, in).Up })
+		testproc.WaitFor(t, time.Second, "pollbal_store_up 0", func() bool { return strings.Contains(in.metrics(t), "\npollbal_store_up 0\n") })
+		if !strings.Contains(in.Output(), "msg=store_unavailable") {
 			t.Errorf("%s: no store_unavailable alarm in the log", in.admin)
 		}
 		code, body, reason := adminCallReason(t, in, http.MethodPut, "/admin/backends/web-2/pool", `{"pool":"unassigned"}`)
@@ -168,12 +171,12 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 			}
 		}
 	}
-	if n := strings.Count(a.out.String(), "msg=store_unavailable"); n != 1 {
+	if n := strings.Count(a.Output(), "msg=store_unavailable"); n != 1 {
 		t.Errorf("a logged the store_unavailable alarm %d times, want 1 (deduplicated)", n)
 	}
 
 	// c restarts while etcd is down: it keeps the fleet's moves from its cache.
-	c.kill()
+	c.Kill()
 	c = startPollbalAt(t, c)
 	f.instances[2] = c
 	if p, src := poolOf(t, c, "web-1"); p != "unassigned" || src != "admin" {
@@ -185,8 +188,8 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 
 	// A move written to etcd directly while no instance can reach it (etcd serves on another
 	// port), then etcd comes back where the fleet looks for it.
-	f.etcd.start(freePort(t))
-	direct, err := clientv3.New(clientv3.Config{Endpoints: []string{f.etcd.etcd.Clients[0].Addr().String()}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	f.etcd.Serve(testproc.FreeAddr(t))
+	direct, err := clientv3.New(clientv3.Config{Endpoints: []string{f.etcd.Serving()}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,22 +198,22 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.etcd.stop()
-	f.etcd.start(f.etcd.client)
+	f.etcd.Stop()
+	f.etcd.Serve(f.etcd.Client)
 	for _, in := range f.instances {
-		took := waitFor(t, 10*time.Second, "converged after etcd came back", func() bool {
+		took := testproc.WaitFor(t, 10*time.Second, "converged after etcd came back", func() bool {
 			st := storeOf(t, in)
 			return st.Up && st.Revision >= put.Header.Revision && pool(t, in, "web-2") == "pool-direct" && pool(t, in, "web-1") == "unassigned"
 		})
 		t.Logf("%s converged %s after etcd came back", in.admin, took)
-		waitFor(t, time.Second, "pollbal_store_up 1", func() bool { return strings.Contains(in.metrics(t), "\npollbal_store_up 1\n") })
+		testproc.WaitFor(t, time.Second, "pollbal_store_up 1", func() bool { return strings.Contains(in.metrics(t), "\npollbal_store_up 1\n") })
 	}
 	// Moves work again.
 	if code, body := adminCall(t, b, http.MethodDelete, "/admin/backends/web-1/pool", ""); code != 200 {
 		t.Fatalf("DELETE after reconnect: %d %s", code, body)
 	}
 	for _, in := range f.instances {
-		waitFor(t, time.Second, "the DELETE everywhere", func() bool { return pool(t, in, "web-1") == "default" })
+		testproc.WaitFor(t, time.Second, "the DELETE everywhere", func() bool { return pool(t, in, "web-1") == "default" })
 	}
 }
 
@@ -294,13 +297,13 @@ func TestEndToEndEtcdConcurrentWriters(t *testing.T) {
 		want[id] = string(resp.Kvs[0].Value)
 	}
 	for _, in := range f.instances {
-		waitFor(t, 2*time.Second, "instance agrees with etcd", func() bool {
+		testproc.WaitFor(t, 2*time.Second, "instance agrees with etcd", func() bool {
 			return storeOf(t, in).Revision == rev && pool(t, in, "web-1") == want["web-1"] && pool(t, in, "web-2") == want["web-2"]
 		})
 	}
 	lines := 0
 	for _, in := range f.instances {
-		for _, line := range strings.Split(in.out.String(), "\n") {
+		for _, line := range strings.Split(in.Output(), "\n") {
 			m := auditRe.FindStringSubmatch(line)
 			if m == nil {
 				continue
@@ -331,34 +334,34 @@ func TestEndToEndEtcdConcurrentWriters(t *testing.T) {
 // TestEndToEndEtcdMoveForAnUnknownBackend: an instance keeps a move for a backend id it does not
 // have (another site's list may differ) and applies it when a reload adds the backend.
 func TestEndToEndEtcdMoveForAnUnknownBackend(t *testing.T) {
-	srv := startEtcd(t)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.client}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	srv := testetcd.Start(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Client}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
 	web1 := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
 	web2 := startBackend(t, "web-2", "127.0.0.1:0", "web serving v1\n")
-	full := etcdFleetConfig(t, srv.client, web1.addr, web2.addr)
+	full := etcdFleetConfig(t, srv.Client, web1.addr, web2.addr)
 	withoutWeb2 := strings.Replace(full, "  - {id: web-2, address: "+web2.addr+"}\n", "", 1)
 	if withoutWeb2 == full {
 		t.Fatal("etcdFleetConfig changed: cannot drop web-2")
 	}
 	in := startPollbal(t, withoutWeb2)
-	waitFor(t, 10*time.Second, "store up", func() bool { return storeOf(t, in).Up })
+	testproc.WaitFor(t, 10*time.Second, "store up", func() bool { return storeOf(t, in).Up })
 	put, err := cli.Put(context.Background(), etcdPrefix+"moves/web-2", "unassigned")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the move read", func() bool { return storeOf(t, in).Revision >= put.Header.Revision })
-	if !strings.Contains(in.out.String(), "target=web-2 pool=unassigned revision="+strconv.FormatInt(put.Header.Revision, 10)) {
+	testproc.WaitFor(t, time.Second, "the move read", func() bool { return storeOf(t, in).Revision >= put.Header.Revision })
+	if !strings.Contains(in.Output(), "target=web-2 pool=unassigned revision="+strconv.FormatInt(put.Header.Revision, 10)) {
 		t.Fatalf("no audit line for the move of a backend this instance lacks")
 	}
 	if err := os.WriteFile(in.cfgPath, []byte(fillAddrs(full, in.listen, in.admin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	in.signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, "web-2 added by the reload, in the pool etcd says", func() bool {
+	in.Signal(t, syscall.SIGHUP)
+	testproc.WaitFor(t, 5*time.Second, "web-2 added by the reload, in the pool etcd says", func() bool {
 		var s struct {
 			Backends []struct {
 				ID, Pool   string

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 const (
@@ -29,7 +31,7 @@ const (
 // fleetDuration is how long each load run lasts: 10 s as the issue asks, 4 s when the
 // processes are built with -race (several times slower on a 2-core machine).
 func fleetDuration() time.Duration {
-	if raceEnabled {
+	if testproc.Race {
 		return 4 * time.Second
 	}
 	return 10 * time.Second
@@ -108,7 +110,7 @@ func startFleet(t *testing.T, instances int, interval time.Duration, backendArgs
 		f.instances = append(f.instances, startPollbal(t, cfg))
 	}
 	for _, in := range f.instances {
-		waitFor(t, 10*time.Second, "every backend ready", func() bool {
+		testproc.WaitFor(t, 10*time.Second, "every backend ready", func() bool {
 			s := in.fleetState(t)
 			for _, b := range s.Backends {
 				if !b.Ready {
@@ -312,13 +314,13 @@ func TestEndToEndFleetSharesCapacity(t *testing.T) {
 	// requests lets two instances claim the same free slot). The bound here catches a
 	// regression to the storms of refusals seen without the refusal feedback (13-60 %).
 	bound := 10.0
-	if raceEnabled {
+	if testproc.Race {
 		bound = 15
 	}
 	if p := reports.refusedPct(); p >= bound {
 		t.Errorf("with load reports, %.2f%% of forwards were refused, want < %.0f%%", p, bound)
 	}
-	if min := 0.85 * reports.idealPerSe; !raceEnabled && reports.okPerSec < min {
+	if min := 0.85 * reports.idealPerSe; !testproc.Race && reports.okPerSec < min {
 		// Under -race every process is several times slower: the figure is printed, not held.
 		t.Errorf("with load reports, %.1f successful req/s, want >= %.1f (85%% of what 16 slots serve)", reports.okPerSec, min)
 	}
@@ -354,7 +356,7 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 
 	// All three busy: the capacity is split between them.
 	la, lb, lc := startLoad(t, a), startLoad(t, b), startLoad(t, f.instances[2])
-	waitFor(t, 5*interval, "a's limit below the capacity while all three are busy", func() bool {
+	testproc.WaitFor(t, 5*interval, "a's limit below the capacity while all three are busy", func() bool {
 		return every(limits(a), func(l int64) bool { return l < fleetCapacity })
 	})
 	t.Logf("all three busy: a's limits %v, b's %v", limits(a), limits(b))
@@ -362,14 +364,14 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 	// b and c go idle: once their requests have ended, a's next report leaves it everything.
 	lb.end()
 	lc.end()
-	grow := waitFor(t, 4*interval, "a's limit to grow to the whole capacity", func() bool {
+	grow := testproc.WaitFor(t, 4*interval, "a's limit to grow to the whole capacity", func() bool {
 		return every(limits(a), func(l int64) bool { return l == fleetCapacity })
 	})
 	t.Logf("b and c idle: a's limits %v after %s (interval %s, requests last %s)", limits(a), grow.Round(time.Millisecond), interval, fleetDelay)
 	if max := interval + fleetDelay + 100*time.Millisecond; grow > max {
 		t.Errorf("a's limit took %s to grow, want within one interval after b's and c's requests ended (%s)", grow, max)
 	}
-	waitFor(t, 2*interval, "a to use the whole capacity", func() bool {
+	testproc.WaitFor(t, 2*interval, "a to use the whole capacity", func() bool {
 		for _, bk := range f.backends {
 			if bk.fleetStats(t).InFlight < fleetCapacity-1 {
 				return false
@@ -383,10 +385,10 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 	// next report counts b's request.
 	lb = startLoad(t, b)
 	busy := time.Now()
-	shrink := waitFor(t, 4*interval, "a's limit to give b a slot back", func() bool {
+	shrink := testproc.WaitFor(t, 4*interval, "a's limit to give b a slot back", func() bool {
 		return every(limits(a), func(l int64) bool { return l < fleetCapacity })
 	})
-	served := waitFor(t, 4*interval, "b to be served", func() bool { return lb.ok.Load() > 0 }) + shrink
+	served := testproc.WaitFor(t, 4*interval, "b to be served", func() bool { return lb.ok.Load() > 0 }) + shrink
 	t.Logf("b busy again: a's limits %v, b's %v; a gave back after %s, b served after %s",
 		limits(a), limits(b), shrink.Round(time.Millisecond), served.Round(time.Millisecond))
 	// The change happens on a report, two intervals after b became busy at most; seeing it takes
@@ -397,7 +399,7 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 		t.Errorf("a gave a slot back after %s and b was served after %s, want within two intervals (%s, +%s for a's request to end, +%s to observe it)",
 			shrink, served, max, fleetDelay, observe)
 	}
-	waitFor(t, 10*interval, "a to give back two slots on each backend", func() bool {
+	testproc.WaitFor(t, 10*interval, "a to give back two slots on each backend", func() bool {
 		return every(limits(a), func(l int64) bool { return l <= fleetCapacity-2 })
 	})
 	t.Logf("a's limits %v, b's %v, %s after b became busy", limits(a), limits(b), time.Since(busy).Round(time.Millisecond))

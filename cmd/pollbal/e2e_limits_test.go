@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"pollbal/internal/testproc"
 )
 
 // startLimitsSetup starts one example backend and pollbal with the given proxy: flow mapping,
@@ -36,7 +38,7 @@ backends:
   - {id: web-1, address: %s}
 proxy: %s
 `, be.addr, proxyKeys))
-	waitFor(t, 10*time.Second, "web-1 ready", func() bool {
+	testproc.WaitFor(t, 10*time.Second, "web-1 ready", func() bool {
 		ready, _, _, _ := pb.state(t).backend("web-1")
 		return ready
 	})
@@ -130,7 +132,7 @@ func openFiles(t *testing.T, pid int) int {
 func TestEndToEndSurvivesDescriptorExhaustion(t *testing.T) {
 	// Long timeouts: the idle connections must hold their descriptors for the whole test.
 	pb := startLimitsSetup(t, "{header_timeout: 5m, idle_timeout: 5m}")
-	pid := pb.cmd.Process.Pid
+	pid := pb.Pid()
 	limit := openFiles(t, pid) + 30
 	setFileLimit(t, pid, uint64(limit))
 	conns := make([]net.Conn, 0, limit+50)
@@ -147,24 +149,24 @@ func TestEndToEndSurvivesDescriptorExhaustion(t *testing.T) {
 		}
 	}()
 	const failed = "accepting client connections failed"
-	waitFor(t, 10*time.Second, "accept failures logged", func() bool { return strings.Contains(pb.out.String(), failed) })
+	testproc.WaitFor(t, 10*time.Second, "accept failures logged", func() bool { return strings.Contains(pb.Output(), failed) })
 	// Failures are logged at most once a second: a second line means pollbal kept going through
 	// at least a second of failing accepts.
-	waitFor(t, 10*time.Second, "accept failures logged twice", func() bool { return strings.Count(pb.out.String(), failed) >= 2 })
+	testproc.WaitFor(t, 10*time.Second, "accept failures logged twice", func() bool { return strings.Count(pb.Output(), failed) >= 2 })
 	select {
-	case <-pb.done:
-		t.Fatalf("pollbal exited under descriptor exhaustion: %v", pb.err)
+	case <-pb.Done():
+		t.Fatalf("pollbal exited under descriptor exhaustion: %v", pb.Err())
 	default:
 	}
-	if !strings.Contains(pb.out.String(), "too many open files") {
-		t.Errorf("the logged failure does not name the cause:\n%s", pb.out.String())
+	if !strings.Contains(pb.Output(), "too many open files") {
+		t.Errorf("the logged failure does not name the cause:\n%s", pb.Output())
 	}
 	for _, c := range conns {
 		_ = c.Close()
 	}
 	conns = nil
 	c := loadClient(1)
-	took := waitFor(t, 20*time.Second, "pollbal to serve again", func() bool {
+	took := testproc.WaitFor(t, 20*time.Second, "pollbal to serve again", func() bool {
 		a, err := do(t, c, "http://"+pb.listen+"/", "www.test")
 		return err == nil && a.code == 200
 	})
@@ -301,12 +303,12 @@ func TestEndToEndShutdownWithHalfOpenConnections(t *testing.T) {
 	for range half {
 		dialProxy(t, pb, "GET / HTTP/1.1\r\nHost: www.test\r\nX-Half: ")
 	}
-	waitFor(t, 10*time.Second, "pollbal to hold every connection", func() bool {
+	testproc.WaitFor(t, 10*time.Second, "pollbal to hold every connection", func() bool {
 		return metricValue(pb.metrics(t), "pollbal_client_connections") >= half
 	})
 	start := time.Now()
-	pb.signal(syscall.SIGTERM)
-	code := pb.wait(10 * time.Second)
+	pb.Signal(t, syscall.SIGTERM)
+	code := pb.ExitCode(t, 10*time.Second)
 	took := time.Since(start)
 	t.Logf("SIGTERM with %d half-open connections: exit %d after %s", half, code, took.Round(time.Millisecond))
 	if code != 0 {
@@ -339,10 +341,10 @@ func TestEndToEndFileLimitWarning(t *testing.T) {
 	pb := startLimitsSetup(t, fmt.Sprintf("{max_connections: %d}", over))
 	restore()
 	want := fmt.Sprintf("need=%d", over+2+64)
-	waitFor(t, 5*time.Second, "the file limit warning", func() bool {
-		return strings.Contains(pb.out.String(), "open file limit below") && strings.Contains(pb.out.String(), want)
+	testproc.WaitFor(t, 5*time.Second, "the file limit warning", func() bool {
+		return strings.Contains(pb.Output(), "open file limit below") && strings.Contains(pb.Output(), want)
 	})
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pb.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pb.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}

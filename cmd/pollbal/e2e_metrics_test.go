@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"pollbal/internal/testproc"
 )
 
 // specMetrics are the metric names of SPEC §6.
@@ -64,7 +66,7 @@ backends:
 		}
 	}
 	var text string
-	waitFor(t, 5*time.Second, "warnings sent and failed", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "warnings sent and failed", func() bool {
 		text = pb.metrics(t)
 		return strings.Contains(text, "pollbal_warnings_sent_total{") && strings.Contains(text, `pollbal_warning_errors_total{backend="web-2"}`)
 	})
@@ -112,14 +114,14 @@ admin: {listen: %s, state_file: %s}
 services: {web: {}}
 apps: [{name: www, hosts: ["*"]}]
 backends: [{id: web-1, address: 127.0.0.1:9}]
-`, freePort(t), freePort(t), state)), 0o644); err != nil {
+`, testproc.FreeAddr(t), testproc.FreeAddr(t), state)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, "pollbal", nil, bins.pollbal, "run", "-config", cfg)
-	if code := p.wait(10 * time.Second); code != 1 {
+	p := testproc.Start(t, "pollbal", testproc.Options{}, bins.pollbal, "run", "-config", cfg)
+	if code := p.ExitCode(t, 10*time.Second); code != 1 {
 		t.Fatalf("exit %d with a corrupt state file, want 1", code)
 	}
-	if out := p.out.String(); !strings.Contains(out, "admin.state_file") || !strings.Contains(out, state) {
+	if out := p.Output(); !strings.Contains(out, "admin.state_file") || !strings.Contains(out, state) {
 		t.Fatalf("the startup error does not name the state file:\n%s", out)
 	}
 }

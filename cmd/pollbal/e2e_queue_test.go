@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // queueStats is the part of the example backend's /_backend/stats a capacity test reads.
@@ -45,7 +47,7 @@ apps:
   - {name: www, hosts: ["*"]}
 backends:
 %s`, queueTimeout, maxQueue, lines.String()))
-	waitFor(t, 10*time.Second, "backends ready", func() bool {
+	testproc.WaitFor(t, 10*time.Second, "backends ready", func() bool {
 		st := pb.state(t)
 		for _, be := range bes {
 			if ready, _, _, _ := st.backend(be.id); !ready {
@@ -145,7 +147,7 @@ func TestEndToEndQueueTimeoutAndFull(t *testing.T) {
 		}
 		held <- a
 	}()
-	waitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
+	testproc.WaitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
 	queued := make(chan answer, 1)
 	began := time.Now()
 	go func() {
@@ -155,7 +157,7 @@ func TestEndToEndQueueTimeoutAndFull(t *testing.T) {
 		}
 		queued <- a
 	}()
-	waitFor(t, 5*time.Second, "one request queued", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "one request queued", func() bool {
 		return strings.Contains(pb.metrics(t), `pollbal_queue_length{pool="default",service="web"} 1`)
 	})
 	full, err := do(t, c, url, "www.test")
@@ -197,7 +199,7 @@ func TestEndToEndQueueClientLeaves(t *testing.T) {
 		}
 		held <- a
 	}()
-	waitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
+	testproc.WaitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
 	conn, err := net.Dial("tcp", pb.listen)
 	if err != nil {
 		t.Fatal(err)
@@ -206,9 +208,9 @@ func TestEndToEndQueueClientLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	queued := `pollbal_queue_length{pool="default",service="web"} 1`
-	waitFor(t, 5*time.Second, "one request queued", func() bool { return strings.Contains(pb.metrics(t), queued) })
+	testproc.WaitFor(t, 5*time.Second, "one request queued", func() bool { return strings.Contains(pb.metrics(t), queued) })
 	conn.Close()
-	left := waitFor(t, 5*time.Second, "the queue empty", func() bool {
+	left := testproc.WaitFor(t, 5*time.Second, "the queue empty", func() bool {
 		return strings.Contains(pb.metrics(t), `pollbal_queue_length{pool="default",service="web"} 0`)
 	})
 	if left > 2*time.Second {
@@ -222,7 +224,7 @@ func TestEndToEndQueueClientLeaves(t *testing.T) {
 	if h := <-held; h.code != http.StatusOK {
 		t.Errorf("held request: %d", h.code)
 	}
-	waitFor(t, 5*time.Second, "the slot free", func() bool { return be.stats(t).InFlight == 0 })
+	testproc.WaitFor(t, 5*time.Second, "the slot free", func() bool { return be.stats(t).InFlight == 0 })
 	if r := be.stats(t).Requests; r != 1 {
 		t.Errorf("backend served %d requests, want 1 (the gone waiter must not be forwarded)", r)
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // reloadConfig is a configuration for the reload tests: one app on default, the backends given
@@ -114,7 +116,7 @@ func TestEndToEndReloadSafety(t *testing.T) {
 	full := reloadConfig(token, all)
 	pb := startPollbal(t, full)
 	full = fillAddrs(full, pb.listen, pb.admin)
-	waitFor(t, 10*time.Second, "six backends ready", func() bool {
+	testproc.WaitFor(t, 10*time.Second, "six backends ready", func() bool {
 		s := pb.state(t)
 		for _, b := range all {
 			if ready, _, _, _ := s.backend(b[0]); !ready {
@@ -186,8 +188,8 @@ func TestEndToEndReloadSafety(t *testing.T) {
 		// SIGHUP reads the same cut file the same way.
 		writeInPlace(t, pb.cfgPath, full[:second+len(all[1][1])-1])
 		before := rejectedCount(t, pb, "reload_guard")
-		pb.signal(syscall.SIGHUP)
-		waitFor(t, 5*time.Second, "the SIGHUP reload rejected as reload_guard", func() bool {
+		pb.Signal(t, syscall.SIGHUP)
+		testproc.WaitFor(t, 5*time.Second, "the SIGHUP reload rejected as reload_guard", func() bool {
 			return rejectedCount(t, pb, "reload_guard") == before+1
 		})
 		unchanged(t, "SIGHUP with a cut file")
@@ -203,8 +205,8 @@ func TestEndToEndReloadSafety(t *testing.T) {
 		}
 		unchanged(t, "the guarded reload")
 		before := rejectedCount(t, pb, "reload_guard")
-		pb.signal(syscall.SIGHUP) // never forces
-		waitFor(t, 5*time.Second, "SIGHUP rejected as reload_guard", func() bool {
+		pb.Signal(t, syscall.SIGHUP) // never forces
+		testproc.WaitFor(t, 5*time.Second, "SIGHUP rejected as reload_guard", func() bool {
 			return rejectedCount(t, pb, "reload_guard") == before+1
 		})
 		unchanged(t, "SIGHUP")
@@ -222,12 +224,12 @@ func TestEndToEndReloadSafety(t *testing.T) {
 		if g := reloadGauge(t, pb); g != 1 {
 			t.Fatalf("gauge %v after the forced reload, want 1", g)
 		}
-		if !strings.Contains(pb.out.String(), "forced reload") {
+		if !strings.Contains(pb.Output(), "forced reload") {
 			t.Fatal("the forced reload was not logged as such")
 		}
 		// Adding the four back is no guard matter (every running backend is kept).
 		restore(t)
-		waitFor(t, 10*time.Second, "six backends ready again", func() bool {
+		testproc.WaitFor(t, 10*time.Second, "six backends ready again", func() bool {
 			s := pb.state(t)
 			for _, b := range all {
 				if ready, _, _, _ := s.backend(b[0]); !ready {
@@ -368,12 +370,12 @@ backends:
 		if id == "" {
 			return
 		}
-		waitFor(t, 10*time.Second, id+" ready", func() bool {
+		testproc.WaitFor(t, 10*time.Second, id+" ready", func() bool {
 			ready, _, _, _ := pb.state(t).backend(id)
 			return ready
 		})
 	}
-	waitFor(t, 10*time.Second, "web-1 ready", func() bool {
+	testproc.WaitFor(t, 10*time.Second, "web-1 ready", func() bool {
 		ready, _, _, _ := pb.state(t).backend("web-1")
 		return ready
 	})
@@ -395,7 +397,7 @@ backends:
 				}
 				held <- a
 			}()
-			waitFor(t, 5*time.Second, "the held request at the backend", func() bool { return web.stats(t).InFlight == 1 })
+			testproc.WaitFor(t, 5*time.Second, "the held request at the backend", func() bool { return web.stats(t).InFlight == 1 })
 			for _, id := range tc.steps {
 				reloadTo(t, id)
 			}
@@ -429,7 +431,7 @@ backends:
 				t.Fatalf("the held request: %+v, want 200", a)
 			}
 			last := tc.steps[len(tc.steps)-1]
-			waitFor(t, 5*time.Second, "the slot free again", func() bool {
+			testproc.WaitFor(t, 5*time.Second, "the slot free again", func() bool {
 				a, err := do(t, loadClient(1), url+"/", "www.test")
 				return err == nil && a.code == 200 && a.backend == last
 			})
@@ -504,8 +506,8 @@ backends: [{id: web-1, address: %s}]
 			}()
 		}
 		target := int64(20 + 7*round) // kill at a different point of the burst each round
-		waitFor(t, 10*time.Second, "a burst of moves", func() bool { return moves.Load() >= target })
-		pb.kill()
+		testproc.WaitFor(t, 10*time.Second, "a burst of moves", func() bool { return moves.Load() >= target })
+		pb.Kill()
 		close(stop)
 		wg.Wait()
 		found := temps()
@@ -522,8 +524,8 @@ backends: [{id: web-1, address: %s}]
 		if got := temps(); len(got) != 0 {
 			t.Fatalf("round %d: temporary files after the restart: %v", round, got)
 		}
-		if round == 0 && !strings.Contains(pb.out.String(), "removed temporary files") {
-			t.Fatalf("the start-up cleanup was not logged:\n%s", pb.out.String())
+		if round == 0 && !strings.Contains(pb.Output(), "removed temporary files") {
+			t.Fatalf("the start-up cleanup was not logged:\n%s", pb.Output())
 		}
 		code, body := adminCall(t, pb, http.MethodGet, "/admin/pools", "")
 		if code != 200 {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 const (
@@ -73,7 +75,7 @@ func startRollingBackends(t *testing.T, n int, version string) []*backend {
 // (e.g. "web serving v1").
 func waitAllReport(t *testing.T, sites []*instance, bs []*backend, want string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "every site sees every backend report "+want, func() bool {
+	testproc.WaitFor(t, 10*time.Second, "every site sees every backend report "+want, func() bool {
 		for _, in := range sites {
 			s := in.state(t)
 			for _, b := range bs {
@@ -88,9 +90,9 @@ func waitAllReport(t *testing.T, sites []*instance, bs []*backend, want string) 
 
 // startUpdate runs the real update script for b once (--rounds 1) with the SPEC §5 timings
 // scaled down about tenfold and an update command that takes about a second.
-func startUpdate(t *testing.T, b *backend, from, to, jitter string) *proc {
+func startUpdate(t *testing.T, b *backend, from, to, jitter string) *testproc.Proc {
 	t.Helper()
-	return start(t, "update "+b.id, nil, rollingScript,
+	return testproc.Start(t, "update "+b.id, testproc.Options{}, rollingScript,
 		"--pool-file", b.poolFile, "--lock-file", b.lockFile,
 		"--service", "web", "--version", from, "--new-version", to,
 		"--update-cmd", "sleep 1",
@@ -174,12 +176,12 @@ func (st *siteTally) add(v siteView, at time.Time) {
 
 // watchRolling samples every site's state once per interval until every script has exited, and
 // returns one tally per site. It fails the test when the scripts run past rollingDeadline.
-func watchRolling(t *testing.T, sites []*instance, scripts []*proc) []siteTally {
+func watchRolling(t *testing.T, sites []*instance, scripts []*testproc.Proc) []siteTally {
 	t.Helper()
 	allDone := make(chan struct{})
 	go func() {
 		for _, p := range scripts {
-			<-p.done
+			<-p.Done()
 		}
 		close(allDone)
 	}()
@@ -211,10 +213,10 @@ func watchRolling(t *testing.T, sites []*instance, scripts []*proc) []siteTally 
 }
 
 // postponements counts how often a script's log says a pool warning made it start over.
-func postponements(scripts []*proc) int {
+func postponements(scripts []*testproc.Proc) int {
 	n := 0
 	for _, p := range scripts {
-		n += strings.Count(p.out.String(), "starting over")
+		n += strings.Count(p.Output(), "starting over")
 	}
 	return n
 }
@@ -248,7 +250,7 @@ func TestRollingUpdateTwoSites(t *testing.T) {
 			waitAllReport(t, sites, bs, "web serving "+tc.from)
 
 			began := time.Now()
-			var scripts []*proc
+			var scripts []*testproc.Proc
 			for _, b := range bs {
 				scripts = append(scripts, startUpdate(t, b, tc.from, tc.to, "3"))
 			}
@@ -256,8 +258,8 @@ func TestRollingUpdateTwoSites(t *testing.T) {
 			took := time.Since(began)
 
 			for i, p := range scripts {
-				if code := p.wait(time.Second); code != 0 {
-					t.Errorf("update script on %s exited %d, want 0:\n%s", bs[i].id, code, p.out.String())
+				if code := p.ExitCode(t, time.Second); code != 0 {
+					t.Errorf("update script on %s exited %d, want 0:\n%s", bs[i].id, code, p.Output())
 				}
 			}
 			want := "web serving " + tc.to
@@ -310,13 +312,13 @@ func TestVersionScopeHoldsBackOldVersion(t *testing.T) {
 	sites := []*instance{in}
 	waitAllReport(t, sites, bs, "web serving v1")
 
-	scripts := make(map[string]*proc)
+	scripts := make(map[string]*testproc.Proc)
 	for _, b := range bs {
 		scripts[b.id] = startUpdate(t, b, "v1", "v2", "2")
 	}
 
 	var held []*backend
-	var heldScripts []*proc
+	var heldScripts []*testproc.Proc
 	var heldWarnings int64 // warnings received by the held backends when the hold began
 	heldPostponed := 0     // times their scripts had started over when the hold began
 	streak, announced := 0, 0
@@ -353,8 +355,8 @@ func TestVersionScopeHoldsBackOldVersion(t *testing.T) {
 			warnedAll := true
 			for _, b := range held {
 				select {
-				case <-scripts[b.id].done:
-					t.Fatalf("update script on held-back %s exited:\n%s", b.id, scripts[b.id].out.String())
+				case <-scripts[b.id].Done():
+					t.Fatalf("update script on held-back %s exited:\n%s", b.id, scripts[b.id].Output())
 				default:
 				}
 				ready, _, reports, _ := s.backend(b.id)
@@ -401,20 +403,20 @@ func TestVersionScopeHoldsBackOldVersion(t *testing.T) {
 	for _, b := range bs {
 		p := scripts[b.id]
 		if !slices.Contains(held, b) {
-			if code := p.wait(5 * time.Second); code != 0 {
-				t.Errorf("update script on %s exited %d, want 0:\n%s", b.id, code, p.out.String())
+			if code := p.ExitCode(t, 5*time.Second); code != 0 {
+				t.Errorf("update script on %s exited %d, want 0:\n%s", b.id, code, p.Output())
 			}
 			continue
 		}
-		p.signal(syscall.SIGTERM)
-		if code := p.wait(10 * time.Second); code != 0 {
-			t.Errorf("update script on %s exited %d after SIGTERM, want 0:\n%s", b.id, code, p.out.String())
+		p.Signal(t, syscall.SIGTERM)
+		if code := p.ExitCode(t, 10*time.Second); code != 0 {
+			t.Errorf("update script on %s exited %d after SIGTERM, want 0:\n%s", b.id, code, p.Output())
 		}
 		if got, err := os.ReadFile(b.poolFile); err != nil || string(got) != "web serving v1\n" {
 			t.Errorf("%s pool file after SIGTERM = %q (%v), want %q", b.id, got, err, "web serving v1\n")
 		}
-		if strings.Contains(p.out.String(), "emptied pool file") {
-			t.Errorf("held-back %s went out of rotation:\n%s", b.id, p.out.String())
+		if strings.Contains(p.Output(), "emptied pool file") {
+			t.Errorf("held-back %s went out of rotation:\n%s", b.id, p.Output())
 		}
 	}
 	waitAllReport(t, sites, held, "web serving v1")

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // schedulingConfig: acme-1, acme-2 owned by acme; def-1, def-2 in default. Apps: shop (explicit
@@ -58,7 +60,7 @@ func startSchedulingSetup(t *testing.T, capacity, retries int, delay string) (*i
 		addr[id] = bs[id].addr
 	}
 	pb := startPollbal(t, schedulingConfig(addr, capacity, retries))
-	waitFor(t, 5*time.Second, "all backends ready", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "all backends ready", func() bool {
 		s := pb.state(t)
 		for id := range bs {
 			if ready, _, _, _ := s.backend(id); !ready {
@@ -170,7 +172,7 @@ func TestEndToEndFailClosedAndFallback(t *testing.T) {
 	pb, bs := startSchedulingSetup(t, 8, 1, "0s")
 	bs["acme-1"].setPool(t, "")
 	bs["acme-2"].setPool(t, "")
-	waitFor(t, 5*time.Second, "pool-acme has no candidate", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "pool-acme has no candidate", func() bool {
 		for _, a := range pb.state(t).Apps {
 			if a.Name == "shop" {
 				return a.Candidates == 0
@@ -204,7 +206,7 @@ func TestEndToEndFailClosedAndFallback(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	if !strings.Contains(pb.out.String(), "pool_exhausted") || !strings.Contains(pb.out.String(), "pool_fallback") {
+	if !strings.Contains(pb.Output(), "pool_exhausted") || !strings.Contains(pb.Output(), "pool_fallback") {
 		t.Error("pool_exhausted alarm or pool_fallback event not logged")
 	}
 }
@@ -239,14 +241,14 @@ func TestEndToEndKilledBackendCostsNoRequest(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 5*time.Second, "load running on def-1", func() bool { return bs["def-1"].stats(t).Requests > 50 })
-	bs["def-1"].kill()
+	testproc.WaitFor(t, 5*time.Second, "load running on def-1", func() bool { return bs["def-1"].stats(t).Requests > 50 })
+	bs["def-1"].Kill()
 	before := served.Load()
-	waitFor(t, 5*time.Second, "def-1 not ready", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "def-1 not ready", func() bool {
 		ready, _, _, _ := pb.state(t).backend("def-1")
 		return !ready
 	})
-	waitFor(t, 5*time.Second, "more load after the kill", func() bool { return served.Load() > before+200 })
+	testproc.WaitFor(t, 5*time.Second, "more load after the kill", func() bool { return served.Load() > before+200 })
 	close(stop)
 	wg.Wait()
 	if failed.Load() != 0 {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 const (
@@ -45,7 +47,7 @@ backends:
   - {id: web-1, address: %s, capacity: 100}
 proxy: %s
 `, be.addr, proxyKeys))
-	waitFor(t, 10*time.Second, "web-1 ready", func() bool {
+	testproc.WaitFor(t, 10*time.Second, "web-1 ready", func() bool {
 		ready, _, _, _ := pb.state(t).backend("web-1")
 		return ready
 	})
@@ -90,7 +92,7 @@ func (s *streamSetup) streams(t *testing.T) streams {
 // memory reads pollbal's resident set size and its peak (VmRSS, VmHWM) from /proc.
 func (s *streamSetup) memory(t *testing.T) (rss, peak int64) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pb.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pb.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +127,7 @@ func (s *streamSetup) sample(t *testing.T) *sampler {
 		defer tick.Stop()
 		var most int64
 		for {
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pb.cmd.Process.Pid)); err == nil {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pb.Pid())); err == nil {
 				for _, line := range strings.Split(string(b), "\n") {
 					if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 						kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
@@ -209,8 +211,8 @@ func TestStreamingDownloadsBoundedMemory(t *testing.T) {
 	if n := s.streams(t).Blobs; n != clients+1 {
 		t.Errorf("backend sent %d whole blobs, want %d", n, clients+1)
 	}
-	waitFor(t, 5*time.Second, "in_flight 0", func() bool { return s.inFlight(t) == 0 })
-	back := waitFor(t, 60*time.Second, "RSS back within 64 MiB of idle", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "in_flight 0", func() bool { return s.inFlight(t) == 0 })
+	back := testproc.WaitFor(t, 60*time.Second, "RSS back within 64 MiB of idle", func() bool {
 		rss, _ := s.memory(t)
 		return rss <= idle+rssFallback
 	})
@@ -237,7 +239,7 @@ func TestStreamingStalledClientsBoundedMemory(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	waitFor(t, 10*time.Second, "10 forwards in flight", func() bool { return s.inFlight(t) == clients })
+	testproc.WaitFor(t, 10*time.Second, "10 forwards in flight", func() bool { return s.inFlight(t) == clients })
 	// Let the socket buffers on both sides fill: a bounded window of samples, not a wait for an
 	// event.
 	window := time.NewTimer(2 * time.Second)
@@ -252,7 +254,7 @@ func TestStreamingStalledClientsBoundedMemory(t *testing.T) {
 	for _, c := range conns {
 		_ = c.Close()
 	}
-	waitFor(t, 5*time.Second, "in_flight 0 after the stalled clients left", func() bool { return s.inFlight(t) == 0 })
+	testproc.WaitFor(t, 5*time.Second, "in_flight 0 after the stalled clients left", func() bool { return s.inFlight(t) == 0 })
 	t.Logf("leases released %v after the stalled clients closed", time.Since(start).Round(time.Millisecond))
 }
 
@@ -338,11 +340,11 @@ func TestStreamingClientGoneEndsForward(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, 5*time.Second, "the forward in flight", func() bool { return s.inFlight(t) == 1 })
+			testproc.WaitFor(t, 5*time.Second, "the forward in flight", func() bool { return s.inFlight(t) == 1 })
 			start := time.Now()
 			_ = c.Close()
-			released := waitFor(t, 5*time.Second, "in_flight 0", func() bool { return s.inFlight(t) == 0 })
-			waitFor(t, 5*time.Second, "the backend to see its client closed", func() bool {
+			released := testproc.WaitFor(t, 5*time.Second, "in_flight 0", func() bool { return s.inFlight(t) == 0 })
+			testproc.WaitFor(t, 5*time.Second, "the backend to see its client closed", func() bool {
 				return s.streams(t).Cancelled == cancelled+1
 			})
 			seen := time.Since(start)
@@ -374,7 +376,7 @@ func TestStreamingLeaseHeldUntilLastByte(t *testing.T) {
 	if err != nil || n != 9*65536 {
 		t.Fatalf("rest of the body: %d bytes, %v", n, err)
 	}
-	released := waitFor(t, 5*time.Second, "in_flight 0 after the last byte", func() bool { return s.inFlight(t) == 0 })
+	released := testproc.WaitFor(t, 5*time.Second, "in_flight 0 after the last byte", func() bool { return s.inFlight(t) == 0 })
 	t.Logf("in_flight 0 %v after the last byte arrived", released.Round(time.Millisecond))
 }
 
@@ -395,5 +397,5 @@ func TestStreamingUnexpectedSwitch(t *testing.T) {
 	if n := s.streams(t).Upgrades; n != 1 {
 		t.Errorf("backend answered %d 101s, want 1", n)
 	}
-	waitFor(t, 5*time.Second, "in_flight 0", func() bool { return s.inFlight(t) == 0 })
+	testproc.WaitFor(t, 5*time.Second, "in_flight 0", func() bool { return s.inFlight(t) == 0 })
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"pollbal/certs/certstest"
+	"pollbal/internal/testproc"
 )
 
 // tlsConfig is one backend behind one app, with a TLS listener (TLSLISTEN) serving the given
@@ -90,13 +91,13 @@ func TestEndToEndTLS(t *testing.T) {
 
 	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
 	token := writeToken(t)
-	tlsAddr := freePort(t)
+	tlsAddr := testproc.FreeAddr(t)
 	config := func(minVersion string, pairs ...certstest.Pair) string {
 		return strings.ReplaceAll(tlsConfig(token, "LISTEN", minVersion, be.addr, pairs...), "TLSLISTEN", tlsAddr)
 	}
 	pb := startPollbal(t, config("1.2", a, b))
 	c := tlsClient{addr: tlsAddr, roots: certstest.Pool(a, b)}
-	waitFor(t, 5*time.Second, "web-1 ready", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "web-1 ready", func() bool {
 		ready, _, _, _ := pb.state(t).backend("web-1")
 		return ready
 	})
@@ -193,7 +194,7 @@ func TestEndToEndTLS(t *testing.T) {
 	})
 
 	t.Run("moving the TLS listener needs a restart", func(t *testing.T) {
-		moved := strings.ReplaceAll(tlsConfig(token, "LISTEN", "1.2", be.addr, a, b), "TLSLISTEN", freePort(t))
+		moved := strings.ReplaceAll(tlsConfig(token, "LISTEN", "1.2", be.addr, a, b), "TLSLISTEN", testproc.FreeAddr(t))
 		writeInPlace(t, pb.cfgPath, fillAddrs(moved, pb.listen, pb.admin))
 		if ans := postReload(t, pb, ""); ans.Reason != "restart_required" || !strings.Contains(ans.Error, "tls.listen: changing "+tlsAddr) {
 			t.Errorf("answer %+v, want restart_required for tls.listen", ans)
@@ -225,10 +226,10 @@ func TestEndToEndTLSOnly(t *testing.T) {
 	dir := t.TempDir()
 	a := certstest.Write(t, dir, "a", certstest.Options{}, "a.e2e.test")
 	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
-	tlsAddr := freePort(t)
+	tlsAddr := testproc.FreeAddr(t)
 	pb := startPollbal(t, strings.ReplaceAll(tlsConfig(writeToken(t), `""`, "1.2", be.addr, a), "TLSLISTEN", tlsAddr))
 	c := tlsClient{addr: tlsAddr, roots: certstest.Pool(a)}
-	waitFor(t, 5*time.Second, "web-1 ready", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "web-1 ready", func() bool {
 		ready, _, _, _ := pb.state(t).backend("web-1")
 		return ready
 	})
@@ -239,7 +240,7 @@ func TestEndToEndTLSOnly(t *testing.T) {
 		conn.Close()
 		t.Errorf("something listens on %s with listen: \"\"", pb.listen)
 	}
-	if !strings.Contains(pb.out.String(), "listen=off") {
-		t.Errorf("start log does not say plain HTTP is off:\n%s", pb.out.String())
+	if !strings.Contains(pb.Output(), "listen=off") {
+		t.Errorf("start log does not say plain HTTP is off:\n%s", pb.Output())
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"pollbal/internal/testproc"
 )
 
 // dialWS opens a WebSocket to the example backend's echo through pollbal.
@@ -70,8 +72,8 @@ func TestWebSocketEchoHoldsLease(t *testing.T) {
 	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
 		t.Fatalf("close handshake through pollbal: %v", err)
 	}
-	waitFor(t, 5*time.Second, "in_flight 0 after the close", func() bool { return s.inFlight(t) == 0 })
-	waitFor(t, 5*time.Second, "no upgraded or client connection in the metrics", func() bool {
+	testproc.WaitFor(t, 5*time.Second, "in_flight 0 after the close", func() bool { return s.inFlight(t) == 0 })
+	testproc.WaitFor(t, 5*time.Second, "no upgraded or client connection in the metrics", func() bool {
 		m := s.pb.metrics(t)
 		return strings.Contains(m, "\npollbal_upgraded_connections 0\n") && strings.Contains(m, "\npollbal_client_connections 0\n")
 	})
@@ -95,7 +97,7 @@ func TestWebSocketIdleTimeout(t *testing.T) {
 	if took < idle || took > idle+3*time.Second {
 		t.Errorf("closed %v after the last traffic, want about %v", took, idle)
 	}
-	waitFor(t, 5*time.Second, "in_flight 0 after the idle timeout", func() bool { return s.inFlight(t) == 0 })
+	testproc.WaitFor(t, 5*time.Second, "in_flight 0 after the idle timeout", func() bool { return s.inFlight(t) == 0 })
 	if m := s.pb.metrics(t); !strings.Contains(m, `pollbal_client_timeouts_total{kind="upgrade_idle"} 1`) {
 		t.Errorf("upgrade_idle timeout not counted:\n%s", grepLines(m, "client_timeouts"))
 	}
@@ -138,14 +140,14 @@ func TestWebSocketShutdown(t *testing.T) {
 	c, _ := dialWS(t, ctx, s)
 	echo(t, ctx, c, "before")
 	start := time.Now()
-	s.pb.signal(syscall.SIGTERM)
+	s.pb.Signal(t, syscall.SIGTERM)
 	echo(t, ctx, c, "during the drain")
 	_, _, err := c.Read(ctx)
 	closed := time.Since(start)
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("read ended with %v (context %v), want the connection closed by the shutdown", err, ctx.Err())
 	}
-	code := s.pb.wait(drain + 5*time.Second)
+	code := s.pb.ExitCode(t, drain+5*time.Second)
 	exited := time.Since(start)
 	if code != 0 {
 		t.Errorf("exit code %d, want 0", code)

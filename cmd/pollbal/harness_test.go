@@ -4,21 +4,17 @@ package main
 // them as processes on 127.0.0.1 with short intervals.
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // bins holds the binaries built by TestMain.
@@ -36,14 +32,8 @@ func TestMain(m *testing.M) {
 	bins.pollbal = filepath.Join(dir, "pollbal")
 	bins.backend = filepath.Join(dir, "backend")
 	for _, b := range []struct{ out, pkg string }{{bins.pollbal, "."}, {bins.backend, "../../examples/backend"}} {
-		args := []string{"build", "-o", b.out}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, b.pkg)...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
+		if err := testproc.GoBuild(b.out, b.pkg, testproc.Race); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}
@@ -53,101 +43,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// proc is a started process whose output is kept for failure messages.
-type proc struct {
-	t    testing.TB
-	name string
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-	err  error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// start runs name with args; stdout lines are handed to onLine (if non-nil) and everything is
-// kept. The process is killed at test cleanup.
-func start(t testing.TB, name string, onLine func(string), bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{t: t, name: name, out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stderr = p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(p.out, line)
-			if onLine != nil {
-				onLine(line)
-			}
-		}
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("--- output of %s:\n%s", name, p.out.String())
-		}
-	})
-	return p
-}
-
-func (p *proc) signal(sig os.Signal) {
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Logf("signal %s: %v", p.name, err)
-	}
-}
-
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(timeout time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.t.Fatalf("%s did not exit within %s", p.name, timeout)
-	}
-	if p.cmd.ProcessState == nil {
-		return -1
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
 // backend is a running example backend.
 type backend struct {
-	*proc
+	*testproc.Proc
 	id, addr, poolFile, lockFile string
 }
 
@@ -166,20 +64,9 @@ func startBackend(t testing.TB, id, listen, poolBody string, extra ...string) *b
 
 func (b *backend) start(t testing.TB, listen string, extra ...string) {
 	t.Helper()
-	addr := make(chan string, 1)
 	args := append([]string{"-listen", listen, "-id", b.id, "-pool-file", b.poolFile, "-lock-file", b.lockFile}, extra...)
-	b.proc = start(t, "backend "+b.id, func(line string) {
-		if a, ok := strings.CutPrefix(line, "listening "); ok {
-			addr <- a
-		}
-	}, bins.backend, args...)
-	select {
-	case b.addr = <-addr:
-	case <-b.done:
-		t.Fatalf("backend %s exited: %s", b.id, b.out.String())
-	case <-time.After(10 * time.Second):
-		t.Fatalf("backend %s did not start", b.id)
-	}
+	b.Proc = testproc.Start(t, "backend "+b.id, testproc.Options{}, bins.backend, args...)
+	b.addr = b.WaitLine(t, 10*time.Second, "listening ")
 }
 
 func (b *backend) setPool(t testing.TB, body string) {
@@ -210,20 +97,9 @@ func (b *backend) stats(t testing.TB) backendStats {
 	return s
 }
 
-// freePort returns a 127.0.0.1 address that was free a moment ago.
-func freePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // instance is a running pollbal.
 type instance struct {
-	*proc
+	*testproc.Proc
 	cfgPath, listen, admin string
 }
 
@@ -231,18 +107,13 @@ type instance struct {
 // returning once /readyz answers 200.
 func startPollbal(t testing.TB, cfg string) *instance {
 	t.Helper()
-	in := &instance{cfgPath: filepath.Join(t.TempDir(), "pollbal.yaml"), listen: freePort(t), admin: freePort(t)}
+	in := &instance{cfgPath: filepath.Join(t.TempDir(), "pollbal.yaml"), listen: testproc.FreeAddr(t), admin: testproc.FreeAddr(t)}
 	cfg = fillAddrs(cfg, in.listen, in.admin)
 	if err := os.WriteFile(in.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	in.proc = start(t, "pollbal", nil, bins.pollbal, "run", "-config", in.cfgPath)
-	waitFor(t, 15*time.Second, "pollbal /readyz", func() bool {
-		select {
-		case <-in.done:
-			t.Fatalf("pollbal exited: %s", in.out.String())
-		default:
-		}
+	in.Proc = testproc.Start(t, "pollbal", testproc.Options{}, bins.pollbal, "run", "-config", in.cfgPath)
+	in.WaitFor(t, 15*time.Second, "pollbal /readyz", func() bool {
 		resp, err := http.Get("http://" + in.admin + "/readyz")
 		if err != nil {
 			return false
@@ -324,24 +195,5 @@ func getJSON(t testing.TB, url string, v any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("GET %s: %v", url, err)
-	}
-}
-
-// waitFor polls cond every 10 ms until it holds or timeout passes (a bounded poll, not a sleep
-// standing in for an event).
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if cond() {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
 	}
 }

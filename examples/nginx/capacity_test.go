@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // TestNginxCapacity renders the example with --capacity 1 and runs the real nginx (no fcgiwrap
@@ -21,7 +23,7 @@ func TestNginxCapacity(t *testing.T) {
 		t.Skip("nginx not installed (CI installs it)")
 	}
 	prefix := filepath.Join(t.TempDir(), "p")
-	addr := freeAddr(t)
+	addr := testproc.FreeAddr(t)
 	if out, err := exec.Command("./run.sh", "render", "--prefix", prefix, "--listen", addr, "--capacity", "1").CombinedOutput(); err != nil {
 		t.Fatalf("render: %v\n%s", err, out)
 	}
@@ -29,17 +31,8 @@ func TestNginxCapacity(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(prefix, "html", "big"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(nginx, "-p", prefix, "-c", filepath.Join(prefix, "conf", "nginx.conf"),
-		"-g", "daemon off; error_log stderr notice;")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
+	p := testproc.Start(t, "nginx", testproc.Options{Stop: syscall.SIGTERM}, nginx,
+		"-p", prefix, "-c", filepath.Join(prefix, "conf", "nginx.conf"), "-g", "daemon off; error_log stderr notice;")
 	get := func(path string) (*http.Response, error) {
 		resp, err := http.Get("http://" + addr + path)
 		if err == nil {
@@ -47,10 +40,10 @@ func TestNginxCapacity(t *testing.T) {
 		}
 		return resp, err
 	}
-	waitUntil(t, "nginx to answer", func() bool {
+	p.WaitFor(t, 20*time.Second, "nginx to answer", func() bool {
 		resp, err := get("/pool")
 		return err == nil && resp.StatusCode == http.StatusOK
-	}, &out)
+	})
 
 	hold, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -63,14 +56,14 @@ func TestNginxCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refused *http.Response
-	waitUntil(t, "the second request to be refused", func() bool {
+	p.WaitFor(t, 20*time.Second, "the second request to be refused", func() bool {
 		resp, err := get("/")
 		if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
 			return false
 		}
 		refused = resp
 		return true
-	}, &out)
+	})
 	if refused.Header.Get("X-Pool-Full") == "" || refused.Header.Get("Retry-After") != "1" {
 		t.Errorf("refusal headers %v, want X-Pool-Full and Retry-After: 1", refused.Header)
 	}
@@ -78,22 +71,8 @@ func TestNginxCapacity(t *testing.T) {
 		t.Errorf("GET /pool while full: %v %v, want 200 (never limited)", resp, err)
 	}
 	_ = hold.Close()
-	waitUntil(t, "a request to be served once the first one is gone", func() bool {
+	p.WaitFor(t, 20*time.Second, "a request to be served once the first one is gone", func() bool {
 		resp, err := get("/")
 		return err == nil && resp.StatusCode == http.StatusOK
-	}, &out)
-}
-
-// waitUntil polls cond every 20 ms for up to 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool, out *syncBuffer) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; nginx output:\n%s", what, out.String())
-		}
-		<-tick.C
-	}
+	})
 }

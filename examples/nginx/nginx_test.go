@@ -1,7 +1,6 @@
 package nginx
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -11,10 +10,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // lookPath finds a binary in PATH or the sbin directories run.sh also searches.
@@ -31,95 +31,37 @@ func lookPath(name string) (string, bool) {
 	return "", false
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// freeAddr returns a 127.0.0.1 address whose port was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // server is one run.sh process (nginx + fcgiwrap).
 type server struct {
-	cmd    *exec.Cmd
-	addr   string
-	output *syncBuffer
-	done   chan struct{}
-	err    error
-}
-
-func (s *server) exited() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
+	*testproc.Proc
+	addr string
 }
 
 // startServer runs run.sh on a free port, retrying when another process took the port
-// between freeAddr and nginx's bind.
+// between FreeAddr and nginx's bind. Cleanup stops it with SIGTERM, so that nginx and fcgiwrap
+// go with it.
 func startServer(t *testing.T, prefix, poolFile, lockFile string) *server {
 	t.Helper()
 	var last string
 	for attempt := 0; attempt < 3; attempt++ {
-		s := &server{addr: freeAddr(t), output: &syncBuffer{}, done: make(chan struct{})}
-		s.cmd = exec.Command("./run.sh", "run", "--prefix", prefix, "--listen", s.addr,
-			"--pool-file", poolFile, "--lock-file", lockFile)
-		s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
-		if err := s.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { s.err = s.cmd.Wait(); close(s.done) }()
-		t.Cleanup(func() {
-			if !s.exited() {
-				_ = s.cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-s.done:
-				case <-time.After(10 * time.Second):
-					_ = s.cmd.Process.Kill()
-					<-s.done
-				}
+		s := &server{addr: testproc.FreeAddr(t)}
+		s.Proc = testproc.Start(t, "run.sh", testproc.Options{Stop: syscall.SIGTERM}, "./run.sh", "run",
+			"--prefix", prefix, "--listen", s.addr, "--pool-file", poolFile, "--lock-file", lockFile)
+		testproc.WaitFor(t, 20*time.Second, "nginx to answer on "+s.addr, func() bool {
+			if s.Exited() {
+				return true
 			}
-		})
-		deadline := time.Now().Add(20 * time.Second)
-		tick := time.NewTicker(20 * time.Millisecond) // a bounded poll until nginx answers
-		defer tick.Stop()
-		for !s.exited() && time.Now().Before(deadline) {
 			resp, err := http.Get("http://" + s.addr + "/pool")
-			if err == nil {
-				resp.Body.Close()
-				return s
+			if err != nil {
+				return false
 			}
-			<-tick.C
+			resp.Body.Close()
+			return true
+		})
+		if !s.Exited() {
+			return s
 		}
-		last = s.output.String()
-		if !s.exited() {
-			t.Fatalf("nginx did not answer on %s within 20s; output:\n%s", s.addr, last)
-		}
+		last = s.Output()
 	}
 	t.Fatalf("run.sh failed to start three times; last output:\n%s", last)
 	return nil
@@ -217,7 +159,7 @@ func TestNginxBackend(t *testing.T) {
 				body := "web v1 serving=1 leaving=0 threshold=1 site=test\n"
 				resp, _ := request(t, tc.method, base+"/pool_warning", body)
 				if resp.StatusCode != tc.wantCode {
-					t.Fatalf("%s /pool_warning = %d, want %d; output:\n%s", tc.method, resp.StatusCode, tc.wantCode, s.output.String())
+					t.Fatalf("%s /pool_warning = %d, want %d; output:\n%s", tc.method, resp.StatusCode, tc.wantCode, s.Output())
 				}
 				fi, err := os.Stat(lockFile)
 				if err != nil {
@@ -255,35 +197,18 @@ func TestNginxBackend(t *testing.T) {
 	})
 
 	t.Run("SIGTERM stops nginx and fcgiwrap", func(t *testing.T) {
-		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
+		s.Signal(t, syscall.SIGTERM)
+		if code := s.ExitCode(t, 15*time.Second); code != 0 {
+			t.Fatalf("run.sh exit = %d; output:\n%s", code, s.Output())
 		}
-		select {
-		case <-s.done:
-		case <-time.After(15 * time.Second):
-			t.Fatalf("run.sh did not exit; output:\n%s", s.output.String())
-		}
-		var ee *exec.ExitError
-		if s.err != nil && !errors.As(s.err, &ee) {
-			t.Fatal(s.err)
-		}
-		if s.err != nil {
-			t.Fatalf("run.sh exit = %v; output:\n%s", s.err, s.output.String())
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		tick := time.NewTicker(20 * time.Millisecond) // a bounded poll until nginx stops accepting
-		defer tick.Stop()
-		for {
+		testproc.WaitFor(t, 10*time.Second, "nginx to stop accepting after run.sh exited", func() bool {
 			c, err := net.DialTimeout("tcp", s.addr, time.Second)
 			if err != nil {
-				break
+				return true
 			}
 			_ = c.Close()
-			if time.Now().After(deadline) {
-				t.Fatal("nginx still accepting after run.sh exited")
-			}
-			<-tick.C
-		}
+			return false
+		})
 		if _, err := os.Stat(filepath.Join(dir, "prefix", "run", "fcgiwrap.sock")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("fcgiwrap socket left behind (stat err %v)", err)
 		}

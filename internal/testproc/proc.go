@@ -131,10 +131,21 @@ func (p *Proc) send(sig os.Signal) error {
 }
 
 // Signal sends sig to the child alone; SignalGroup sends it to the child's whole process group
-// (Options.Group), as a terminal's Ctrl-C does.
-func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+// (Options.Group), as a terminal's Ctrl-C does. Either fails the test when the signal cannot be
+// sent (the child is gone).
+func (p *Proc) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s to %s: %v", sig, p.name, err)
+	}
+}
 
-func (p *Proc) SignalGroup(sig syscall.Signal) error { return syscall.Kill(-p.cmd.Process.Pid, sig) }
+func (p *Proc) SignalGroup(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+		t.Fatalf("signal %s to %s's group: %v", sig, p.name, err)
+	}
+}
 
 // Kill ends the child (its whole group with Options.Group) and waits until it is reaped.
 func (p *Proc) Kill() {

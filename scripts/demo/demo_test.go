@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 // e2eBins are the programs an end-to-end test runs, built once per test binary.
@@ -48,17 +48,13 @@ func buildBins(t *testing.T) e2eBins {
 			buildOnce.err = err
 			return
 		}
-		demoArgs := []string{"build", "-o", b.demo}
-		if raceEnabled {
-			demoArgs = append(demoArgs, "-race")
-		}
-		for _, args := range [][]string{
-			append(demoArgs, "."),
-			{"build", "-o", b.pollbal, "../../cmd/pollbal"},
-			{"build", "-o", b.backend, "../../examples/backend"},
-		} {
-			if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-				buildOnce.err = errors.New("go " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out))
+		// Only the demo itself is built with -race (when the tests run with it): the programs
+		// it starts are tested under -race in their own packages.
+		for _, c := range []struct {
+			out, pkg string
+			race     bool
+		}{{b.demo, ".", testproc.Race}, {b.pollbal, "../../cmd/pollbal", false}, {b.backend, "../../examples/backend", false}} {
+			if buildOnce.err = testproc.GoBuild(c.out, c.pkg, c.race); buildOnce.err != nil {
 				return
 			}
 		}
@@ -78,81 +74,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// lockedBuffer is a concurrency-safe io.Writer for the demo's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// demoRun is the demo program running as a process.
-type demoRun struct {
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-	err  error // valid once done is closed
-}
-
 // startDemo runs the built demo with args, without DEMO_ROUNDS from the caller's environment.
-func startDemo(t *testing.T, b e2eBins, args ...string) *demoRun {
+func startDemo(t *testing.T, b e2eBins, args ...string) *testproc.Proc {
 	t.Helper()
 	args = append([]string{"-pollbal", b.pollbal, "-backend", b.backend, "-update-script", b.script}, args...)
-	cmd := exec.Command(b.demo, args...)
+	var env []string
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "DEMO_ROUNDS=") {
-			cmd.Env = append(cmd.Env, e)
+			env = append(env, e)
 		}
 	}
-	r := &demoRun{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = r.out, r.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		r.err = cmd.Wait()
-		close(r.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-r.done:
-		default:
-			_ = cmd.Process.Kill() // its children get their parent-death signal
-			<-r.done
-		}
-	})
-	return r
-}
-
-// exitCode waits up to limit for the demo to exit and returns its exit code.
-func (r *demoRun) exitCode(t *testing.T, limit time.Duration) int {
-	t.Helper()
-	select {
-	case <-r.done:
-	case <-time.After(limit):
-		_ = r.cmd.Process.Kill()
-		<-r.done
-		t.Fatalf("demo still running after %s; output:\n%s", limit, r.out.String())
-	}
-	var ee *exec.ExitError
-	switch {
-	case r.err == nil:
-		return 0
-	case errors.As(r.err, &ee):
-		return ee.ExitCode()
-	}
-	t.Fatalf("demo: %v", r.err)
-	return -1
+	// Killed at cleanup if still running; its children get their parent-death signal.
+	return testproc.Start(t, "demo", testproc.Options{Env: env}, b.demo, args...)
 }
 
 // number returns the first group of re in out as an int, failing when it is missing.
@@ -202,8 +135,8 @@ func TestDemoRollingUpdate(t *testing.T) {
 	// backends of a pool keep announcing leaving at the same moment, are both warned and both
 	// start over.
 	r := startDemo(t, b, "-rounds", "1", "-timings", "fast", "-quiet", "-port-offset", "1000", "-timeout", "75s")
-	code := r.exitCode(t, 100*time.Second)
-	out := r.out.String()
+	code := r.ExitCode(t, 100*time.Second)
+	out := r.Output()
 	t.Logf("demo output:\n%s", out)
 	if code != 0 {
 		t.Fatalf("demo exit code = %d, want 0", code)
@@ -251,24 +184,10 @@ func TestDemoInterrupted(t *testing.T) {
 	b := buildBins(t)
 	r := startDemo(t, b, "-timings", "normal", "-quiet", "-ports-from-config=false", "-timeout", "50s")
 	// The first frame of the view means every process is up and the scripts are running.
-	deadline := time.Now().Add(40 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(r.out.String(), "requests served ") {
-		select {
-		case <-r.done:
-			t.Fatalf("demo exited early:\n%s", r.out.String())
-		case <-tick.C:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no live view within 40 s:\n%s", r.out.String())
-		}
-	}
-	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	code := r.exitCode(t, 30*time.Second)
-	out := r.out.String()
+	r.WaitFor(t, 40*time.Second, "the live view", func() bool { return strings.Contains(r.Output(), "requests served ") })
+	r.Signal(t, syscall.SIGINT)
+	code := r.ExitCode(t, 30*time.Second)
+	out := r.Output()
 	if code != 1 {
 		t.Errorf("exit code = %d, want 1; output:\n%s", code, out)
 	}

@@ -1,6 +1,0 @@
-//go:build race
-
-package main
-
-// raceEnabled builds the processes under test with -race when the tests run with -race.
-const raceEnabled = true
