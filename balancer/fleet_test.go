@@ -260,7 +260,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		f.observe("a", &Load{InFlight: 0})
 		var ls []Lease
 		for range 2 {
-			l, err := f.bal.Snapshot().Acquire(f.app, &Tried{n: 1, bs: [maxTried]*Backend{f.bal.Snapshot().byID["b"].b}})
+			l, err := f.bal.Snapshot().Acquire(f.app, &Tried{n: 1, bs: [MaxTried]*Backend{f.bal.Snapshot().byID["b"].b}})
 			if err != nil || l.Backend.ID != "a" {
 				t.Fatalf("lease on a: %v %v", l.Backend, err)
 			}
@@ -357,7 +357,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &Load{InFlight: 0}) // a: limit 8
 		s := f.bal.Snapshot()
-		except := &Tried{n: 1, bs: [maxTried]*Backend{s.byID["b"].b}}
+		except := &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}}
 		var ls []Lease
 		for range 3 {
 			l, err := s.Acquire(s.AppByName("www"), except)

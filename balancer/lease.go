@@ -9,18 +9,20 @@ import (
 // candidate: the request is answered 503 pool_exhausted.
 var ErrNoCandidate = errors.New("no available candidate")
 
-// maxTried bounds how many backends one request can exclude (its retries).
-const maxTried = 8
+// MaxTried is how many backends one request can exclude: the candidates it tries, retries and
+// moves past refusals as full together. The proxy sizes its attempts to fit (a compile-time
+// check in proxy/handler.go) and the configuration bounds proxy.retries (configs.MaxRetries).
+const MaxTried = 16
 
 // Tried is the small, allocation-free set of backends a request has already tried.
 type Tried struct {
 	n  int
-	bs [maxTried]*Backend
+	bs [MaxTried]*Backend
 }
 
-// Add records b as tried; past maxTried the oldest entries stay and b is not recorded.
+// Add records b as tried; past MaxTried the oldest entries stay and b is not recorded.
 func (t *Tried) Add(b *Backend) {
-	if t.n < maxTried {
+	if t.n < MaxTried {
 		t.bs[t.n] = b
 		t.n++
 	}

@@ -37,6 +37,11 @@ const (
 
 	// DefaultCapacity is a backend's capacity when the YAML does not set one.
 	DefaultCapacity = 100
+
+	// MaxRetries is the largest proxy.retries: every backend a request tries is remembered so
+	// that no retry goes back to it, in a fixed-size set that takes no allocation (the proxy
+	// checks at compile time that this many retries fit).
+	MaxRetries = 7
 )
 
 // Default returns a Config holding every top-level default and nothing else: no

@@ -74,6 +74,7 @@ func (c *Config) validateTop(p *problemList) {
 	positive(p, "proxy.backend_timeout", c.Proxy.BackendTimeout)
 	atLeast(p, "proxy.max_request_body", c.Proxy.MaxRequestBody, 1)
 	atLeast(p, "proxy.retries", c.Proxy.Retries, 0)
+	atMost(p, "proxy.retries", c.Proxy.Retries, MaxRetries)
 	atLeast(p, "proxy.eject_after", c.Proxy.EjectAfter, 0)
 	if c.Proxy.TieBreak != TieBreakRotate && c.Proxy.TieBreak != TieBreakID {
 		p.add("proxy.tie_break", "must be %q or %q (got %q)", TieBreakRotate, TieBreakID, c.Proxy.TieBreak)
@@ -199,6 +200,12 @@ func positive(p *problemList, path string, d time.Duration) {
 func atLeast(p *problemList, path string, v, limit int) {
 	if v < limit {
 		p.add(path, "must be >= %d (got %d)", limit, v)
+	}
+}
+
+func atMost(p *problemList, path string, v, limit int) {
+	if v > limit {
+		p.add(path, "must be <= %d (got %d)", limit, v)
 	}
 }
 

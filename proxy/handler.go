@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/configs"
 )
 
 // Handler serves one client request: route by Host, lease a backend, forward, release (a
@@ -52,6 +53,12 @@ func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot,
 // pollbal's own answer in ctx.Response. start is when the handler began (on p.clock); the first
 // attempt begins then. A request body streamed to the backend is retried only when nothing was
 // sent.
+//
+// The whole forward is bounded in time: no further candidate is tried once
+// proxy.backend_timeout (plus proxy.queue_timeout, the longest first wait in the queue) has
+// passed since start, and each attempt is bounded by backend_timeout, so the response begins,
+// or pollbal answers, within queue_timeout + 2 × backend_timeout (and the watchdog's two
+// ticks) whatever the number of retries. The request is then answered for the last failure.
 func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) {
 	pc := &snap.Config().Proxy
 	up, ok := p.planBody(ctx, pc)
@@ -75,9 +82,17 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		queue  = true // a request queues at most once, and not after a failed forward
 	)
 	began := start
-	for attempt := 0; attempt <= pc.Retries; attempt++ {
+	deadline := start + pc.QueueTimeout + pc.BackendTimeout // no further candidate from then on
+	retries := min(pc.Retries, configs.MaxRetries)          // validated; bounded here too, for Tried
+	for attempt := 0; attempt <= retries; attempt++ {
 		if attempt > 0 || full > 0 {
-			began = p.clock.now()
+			if began = p.clock.now(); began >= deadline {
+				if last == nil {
+					// Only refusals as full so far: as when no candidate is left.
+					snap.Exhausted(app)
+				}
+				break
+			}
 		}
 		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue)
 		switch o {
@@ -134,6 +149,12 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 
 // maxFullRefusals bounds the candidates one request tries after refusals as full.
 const maxFullRefusals = 8
+
+// A request leases at most configs.MaxRetries + maxFullRefusals backends: up to 1 + retries
+// that fail and up to maxFullRefusals that refuse it as full, whichever bound is reached first
+// ending the forward. Each goes into the request's balancer.Tried so that no later pick goes
+// back to it; this does not compile when they would not fit.
+const _ uint = balancer.MaxTried - (configs.MaxRetries + maxFullRefusals)
 
 // attempt leases one candidate not yet tried and forwards the request to it. The lease is
 // released when attempt returns, whatever happened (a panic included), unless the response is

@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pollbal/configs"
+)
+
+// A request with the most retries the configuration allows, that meets the most refusals as
+// full a request follows, never goes back to a backend it already tried: 7 backends refuse it
+// as full and 8 drop the connection, and each of the 15 is tried exactly once before the answer
+// (before, the set of tried backends held 8, and the 9th backend was tried again and again).
+func TestRetriesNeverRevisitABackend(t *testing.T) {
+	var (
+		backends []configs.Backend
+		hits     = map[string]func() int64{}
+	)
+	for i := 0; i < maxFullRefusals-1; i++ {
+		be := fullBackend(t)
+		id := fmt.Sprintf("a-full-%d", i)
+		backends = append(backends, configs.Backend{ID: id, Address: be.addr})
+		hits[id] = be.hits.Load
+	}
+	for i := 0; i <= configs.MaxRetries; i++ {
+		addr, n := rawBackendAddr(t, "")
+		id := fmt.Sprintf("b-broken-%d", i)
+		backends = append(backends, configs.Backend{ID: id, Address: addr})
+		hits[id] = n.Load
+	}
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends)
+	cfg.Proxy.Retries = configs.MaxRetries
+	cfg.Proxy.EjectAfter = 0
+	ids := make([]string, len(backends))
+	for i, b := range backends {
+		ids[i] = b.ID
+	}
+	e := newEnv(t, cfg, ids...) // tie_break id: the refusing backends first, then the broken ones
+	r := e.do("GET", "shop.test", "/", "")
+	if r.code != 502 || r.headers["x-pollbal-reason"] != reasonBackendUnreachable || r.headers["x-pollbal-backend"] != "b-broken-7" {
+		t.Errorf("got %v, want 502 backend_unreachable for b-broken-7", r)
+	}
+	for _, id := range ids {
+		if n := hits[id](); n != 1 {
+			t.Errorf("%s tried %d times, want once", id, n)
+		}
+	}
+	e.waitIdle()
+}
+
+// slowDropAddr returns a 127.0.0.1 address whose server reads one request per connection,
+// waits delay and closes the connection without answering: a failure a GET is retried after.
+func slowDropAddr(t *testing.T, delay time.Duration) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				hits.Add(1)
+				time.Sleep(delay) // the backend's own slowness, not a wait for an event
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln.Addr().String(), hits
+}
+
+// The whole forward is bounded by the backend timeout, however many retries are configured:
+// with 8 backends that each take 150 ms to drop the request and a 500 ms backend timeout, no
+// attempt starts 500 ms after the request began, so at most 4 backends (starting at 0, 150,
+// 300 and 450 ms at the earliest) see it, not the 8 that proxy.retries 7 would allow.
+func TestForwardBoundedInTime(t *testing.T) {
+	const (
+		delay   = 150 * time.Millisecond
+		timeout = 500 * time.Millisecond
+	)
+	var (
+		backends []configs.Backend
+		hits     []*atomic.Int64
+		ids      []string
+	)
+	for i := 0; i <= configs.MaxRetries; i++ {
+		addr, n := slowDropAddr(t, delay)
+		id := fmt.Sprintf("b%d", i)
+		backends = append(backends, configs.Backend{ID: id, Address: addr})
+		hits = append(hits, n)
+		ids = append(ids, id)
+	}
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends)
+	cfg.Proxy.Retries = configs.MaxRetries
+	cfg.Proxy.BackendTimeout = timeout
+	cfg.Proxy.EjectAfter = 0
+	e := newEnv(t, cfg, ids...)
+	start := time.Now()
+	r := e.do("GET", "shop.test", "/", "")
+	elapsed := time.Since(start)
+	if r.code != 502 || r.headers["x-pollbal-reason"] != reasonBackendUnreachable {
+		t.Errorf("got %v, want 502 backend_unreachable", r)
+	}
+	var tried int64
+	for _, n := range hits {
+		tried += n.Load()
+	}
+	if maxTries := int64((timeout + delay - 1) / delay); tried < 1 || tried > maxTries {
+		t.Errorf("%d backends saw the request, want 1 to %d (no attempt starts after the backend timeout)", tried, maxTries)
+	}
+	// The answer cannot come before the last attempt has failed, and never after 2 × timeout
+	// (the last attempt began before timeout and lasted delay < timeout); the margin is for a
+	// loaded machine.
+	if elapsed < time.Duration(tried)*delay || elapsed > 2*timeout+time.Second {
+		t.Errorf("answered after %s for %d attempts of %s, want within 2 × %s", elapsed, tried, delay, timeout)
+	}
+	e.waitIdle()
+}
