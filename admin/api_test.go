@@ -439,11 +439,12 @@ func TestNewRejects(t *testing.T) {
 		opts    Options
 		wantErr string
 	}{
-		{name: "nil balancer", opts: Options{Gatherer: ok.reg}, wantErr: "nil balancer"},
-		{name: "nil gatherer", opts: Options{Balancer: ok.bal}, wantErr: "nil gatherer"},
-		{name: "missing token file", opts: Options{Balancer: ok.bal, Gatherer: ok.reg, TokenFile: filepath.Join(dir, "nope")}, wantErr: "admin.token_file"},
-		{name: "empty token file", opts: Options{Balancer: ok.bal, Gatherer: ok.reg, TokenFile: empty}, wantErr: "is empty"},
-		{name: "token file is a directory", opts: Options{Balancer: ok.bal, Gatherer: ok.reg, TokenFile: dir}, wantErr: "admin.token_file"},
+		{name: "nil balancer", opts: Options{Warnings: ok.warnings, Gatherer: ok.reg}, wantErr: "nil balancer"},
+		{name: "nil warnings", opts: Options{Balancer: ok.bal, Gatherer: ok.reg}, wantErr: "nil warnings"},
+		{name: "nil gatherer", opts: Options{Balancer: ok.bal, Warnings: ok.warnings}, wantErr: "nil gatherer"},
+		{name: "missing token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, TokenFile: filepath.Join(dir, "nope")}, wantErr: "admin.token_file"},
+		{name: "empty token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, TokenFile: empty}, wantErr: "is empty"},
+		{name: "token file is a directory", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, TokenFile: dir}, wantErr: "admin.token_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -451,7 +452,7 @@ func TestNewRejects(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("New error %v, want one containing %q", err, tt.wantErr)
 			}
-			if errors.Unwrap(err) == nil && tt.name != "nil balancer" && tt.name != "nil gatherer" {
+			if errors.Unwrap(err) == nil && tt.name != "nil balancer" && tt.name != "nil warnings" && tt.name != "nil gatherer" {
 				t.Errorf("error %v is not wrapped", err)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // browserStepTimeout bounds every browser wait; the page itself answers in milliseconds.
@@ -82,15 +83,15 @@ func browserConfig() *configs.Config {
 // browserScene makes the balancer look like a site in the middle of a rolling update.
 func browserScene(t *testing.T, f *fixture) {
 	t.Helper()
-	report := func(id, status, version string) {
+	answer := func(id string, status report.Status, version string) {
 		f.bal.Observe(balancer.Observation{ID: id, Ready: true, Checked: time.Now(),
-			Reports: []balancer.Report{{Service: "web", Status: status, Version: version}}})
+			Reports: []report.Report{{Service: "web", Status: status, Version: version}}})
 	}
-	report("web-1", balancer.StatusServing, "v42")
-	report("web-2", balancer.StatusLeaving, "v42")
-	report("web-4", balancer.StatusServing, "v41")
-	report("canary-1", balancer.StatusServing, "v43-rc1")
-	report("beta-1", balancer.StatusServing, "v42")
+	answer("web-1", report.Serving, "v42")
+	answer("web-2", report.Leaving, "v42")
+	answer("web-4", report.Serving, "v41")
+	answer("canary-1", report.Serving, "v43-rc1")
+	answer("beta-1", report.Serving, "v42")
 	f.bal.Observe(balancer.Observation{ID: "web-3", Ready: false, Checked: time.Now(),
 		Reason: "GET /pool: dial tcp 127.0.0.1:10003: connect: connection refused"})
 	f.decideWarnings()

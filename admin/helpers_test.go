@@ -20,6 +20,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/report"
 	"pollbal/warning"
 )
 
@@ -69,6 +70,7 @@ type fixtureOptions struct {
 // fixture is an admin server on 127.0.0.1 over a real balancer.
 type fixture struct {
 	bal       *balancer.Balancer
+	warnings  *warning.Tracker
 	reg       *prometheus.Registry
 	srv       *Server
 	ts        *httptest.Server
@@ -94,6 +96,13 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	}
 	t.Cleanup(bal.Close)
 	f.bal = bal
+	f.warnings, err = warning.NewTracker(warning.TrackerOptions{
+		Members: bal, Events: bal.Events(), Config: cfg, Registerer: f.reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.warnings.Close)
 	if !o.noToken {
 		f.tokenFile = filepath.Join(dir, "token")
 		writeFile(t, f.tokenFile, "  "+testToken+"\n")
@@ -106,7 +115,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		f.stateFile = o.stateFile
 	}
 	f.srv, err = New(Options{
-		Balancer: bal, Gatherer: f.reg, TokenFile: f.tokenFile, StateFile: f.stateFile,
+		Balancer: bal, Warnings: f.warnings, Gatherer: f.reg, TokenFile: f.tokenFile, StateFile: f.stateFile,
 		Reload: o.reload, Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Refresh: o.refresh,
 		Store: o.store,
 	})
@@ -123,14 +132,14 @@ func (f *fixture) markReady(ids ...string) {
 	for _, id := range ids {
 		f.bal.Observe(balancer.Observation{
 			ID: id, Ready: true, Checked: time.Now(),
-			Reports: []balancer.Report{{Service: "web", Status: balancer.StatusServing, Version: "v1"}},
+			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}},
 		})
 	}
 }
 
-// decideWarnings runs one warning decision, as the poller does after a round.
+// decideWarnings runs one warning round, as the server does after each check round.
 func (f *fixture) decideWarnings() {
-	f.bal.SetWarnings(warning.Decide(f.bal.Members(), f.bal.Policies()))
+	f.warnings.Round()
 }
 
 // response is a finished HTTP exchange.

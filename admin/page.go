@@ -24,7 +24,7 @@ const maxPageEvents = 100
 
 // pageView is what the status page template renders.
 type pageView struct {
-	State     balancer.State
+	State     State
 	Store     store.Status // where admin moves are kept
 	Pools     []poolView
 	Events    []balancer.Event
@@ -42,7 +42,7 @@ type pageView struct {
 // poolView is one node pool with its backends' states, in the pool's (id) order.
 type poolView struct {
 	balancer.PoolState
-	Members    []balancer.BackendState
+	Members    []BackendState
 	Unassigned bool
 }
 
@@ -82,7 +82,7 @@ func shortDuration(d time.Duration) string {
 
 // buildView arranges a state for the page: each pool with its members, default first and
 // unassigned last (the order of State.Pools).
-func buildView(st balancer.State, now time.Time, refresh time.Duration) pageView {
+func buildView(st State, now time.Time, refresh time.Duration) pageView {
 	v := pageView{
 		State:          st,
 		Events:         st.Events,
@@ -94,7 +94,7 @@ func buildView(st balancer.State, now time.Time, refresh time.Duration) pageView
 	if len(v.Events) > maxPageEvents {
 		v.Events = v.Events[:maxPageEvents]
 	}
-	byID := make(map[string]balancer.BackendState, len(st.Backends))
+	byID := make(map[string]BackendState, len(st.Backends))
 	for _, b := range st.Backends {
 		byID[b.ID] = b
 		if b.Ready {
@@ -126,7 +126,7 @@ func nonce() string {
 }
 
 func (s *Server) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
-	v := buildView(s.bal.State(), time.Now(), s.refresh)
+	v := buildView(s.state(), time.Now(), s.refresh)
 	v.Store = s.storeStatus()
 	v.Nonce = nonce()
 	var buf bytes.Buffer

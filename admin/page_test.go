@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pollbal/balancer"
+	"pollbal/report"
 )
 
 // sectionRe cuts the page into pool sections: data-pool and the section's HTML.
@@ -143,7 +144,7 @@ func TestBuildViewRefresh(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := buildView(balancer.State{}, time.Unix(0, 0), tt.refresh)
+			v := buildView(State{}, time.Unix(0, 0), tt.refresh)
 			if v.RefreshMS != tt.wantMS || v.RefreshSeconds != tt.wantSeconds || v.RefreshText != tt.wantText {
 				t.Errorf("refresh %d ms / %d s / %q, want %d / %d / %q",
 					v.RefreshMS, v.RefreshSeconds, v.RefreshText, tt.wantMS, tt.wantSeconds, tt.wantText)
@@ -176,7 +177,7 @@ func TestStatusPageFleet(t *testing.T) {
 	f.markReady("web-1", "web-3")
 	now := time.Now()
 	f.bal.Observe(balancer.Observation{ID: "web-1", Ready: true, Checked: now, Load: &balancer.Load{InFlight: 5, At: now},
-		Reports: []balancer.Report{{Service: "web", Status: balancer.StatusServing, Version: "v1"}}})
+		Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
 	f.bal.RoundDone()
 	resp := f.do(t, "GET", "/", "", "")
 	if resp.code != 200 {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"pollbal/balancer"
+	"pollbal/warning"
 )
 
 // defaultRefresh is how often the status page reloads itself.
@@ -25,6 +26,7 @@ const defaultRefresh = 2 * time.Second
 // Options configure a Server.
 type Options struct {
 	Balancer  *balancer.Balancer
+	Warnings  *warning.Tracker    // the warning round: groups and warned flags in the state
 	Gatherer  prometheus.Gatherer // served at /metrics
 	TokenFile string              // bearer token for /admin/*; "" → /admin/* answers 403
 	StateFile string              // persisted overrides; "" → in memory only
@@ -48,6 +50,7 @@ type settings struct {
 // Server serves the admin listener. It is safe for concurrent use and must not be copied.
 type Server struct {
 	bal      *balancer.Balancer
+	warnings *warning.Tracker
 	reload   func(ctx context.Context, force bool) error
 	log      *slog.Logger
 	refresh  time.Duration
@@ -66,6 +69,9 @@ func New(o Options) (*Server, error) {
 	if o.Balancer == nil {
 		return nil, errors.New("admin: nil balancer")
 	}
+	if o.Warnings == nil {
+		return nil, errors.New("admin: nil warnings")
+	}
 	if o.Gatherer == nil {
 		return nil, errors.New("admin: nil gatherer")
 	}
@@ -83,7 +89,7 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bal: o.Balancer, reload: o.Reload, log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
+	s := &Server{bal: o.Balancer, warnings: o.Warnings, reload: o.Reload, log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
 	s.settings.Store(&settings{digest: digest, stateFile: o.StateFile})
 
 	mux := http.NewServeMux()
@@ -134,7 +140,7 @@ func (s *Server) Update(tokenFile, stateFile string) error {
 }
 
 func (s *Server) serveState(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, stateAnswer{State: s.bal.State(), Store: s.storeStatus()})
+	writeJSON(w, http.StatusOK, stateAnswer{State: s.state(), Store: s.storeStatus()})
 }
 
 func serveHealthz(w http.ResponseWriter, _ *http.Request) {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/store"
 )
@@ -33,9 +32,9 @@ type MoveStore interface {
 	Status() store.Status
 }
 
-// stateAnswer is GET /api/state: the balancer's state and the store's.
+// stateAnswer is GET /api/state: the state and the store's.
 type stateAnswer struct {
-	balancer.State
+	State
 	Store store.Status `json:"store"`
 }
 

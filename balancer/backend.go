@@ -5,19 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// Report is one service line of a backend's last good /pool answer.
-type Report struct {
-	Service string `json:"service"`
-	Status  string `json:"status"` // "serving" or "leaving"
-	Version string `json:"version"`
-}
-
-// Status values of a Report.
-const (
-	StatusServing = "serving"
-	StatusLeaving = "leaving"
+	"pollbal/report"
 )
 
 // Health is the result of a backend's checks as last observed. A Health value is immutable once
@@ -25,8 +14,8 @@ const (
 type Health struct {
 	Ready   bool
 	Reason  string
-	Reports []Report // declared services only; nil when not ready
-	Ignored []string // services the backend reported that the config does not declare
+	Reports []report.Report // declared services only; nil when not ready
+	Ignored []string        // services the backend reported that the config does not declare
 	Checked time.Time
 	// ReadySince is when the backend last became ready after a check that found it not ready;
 	// zero when it has been ready since its first check (slow start does not apply then).
@@ -47,7 +36,6 @@ type Backend struct {
 	full       prometheus.Counter   // pollbal_backend_full_total{backend}: refusals with X-Pool-Full
 	failStreak atomic.Int64
 	ejected    atomic.Bool
-	warned     atomic.Bool
 	health     atomic.Pointer[Health]
 }
 

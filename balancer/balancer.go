@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // Errors of the override calls; the admin API maps them to 404 and 400.
@@ -36,7 +37,7 @@ type Observation struct {
 	Address string // the address checked; a result for an address the backend no longer has is dropped
 	Ready   bool
 	Reason  string
-	Reports []Report
+	Reports []report.Report
 	Checked time.Time
 	// Load is the last good answer's X-Pool-Load report (nil when it had none); MineThen is
 	// ignored: the balancer records its own in-flight when it first sees the report.
@@ -60,7 +61,6 @@ type Balancer struct {
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
 	requests  map[string]*RequestMetrics // by app name (requests.go)
-	warnings  []GroupState
 
 	roundDone atomic.Bool
 	events    *Events
@@ -352,18 +352,6 @@ func (b *Balancer) Known(id string) bool {
 func (b *Balancer) ejected(rt *Backend, streak int64) {
 	b.events.Add("ejected", fmt.Sprintf("backend %s ejected after %d failed forwards", rt.ID, streak))
 	b.log.Warn("backend ejected until its next good check", "backend", rt.ID, "failures", streak)
-}
-
-func sameReports(a, b []Report) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func sameStrings(a, b []string) bool {

@@ -15,7 +15,7 @@
 // health; limits stay within the capacities the hints were built with. Per-app metric handles
 // (the pool counters, and the answered-request series the proxy records into, requests.go) are
 // resolved once per app and kept on its App, so a request looks nothing up; an app that leaves
-// the configuration has its series deleted for good. The package never imports
-// poller, proxy or admin: check results arrive through Observe, and readers use the quiet State
-// path.
+// the configuration has its series deleted for good. The package never imports poller, warning,
+// proxy or admin (imports_test.go): check results arrive through Observe, the warning round
+// reads the ready members through EachReady, and readers use the quiet State path.
 package balancer

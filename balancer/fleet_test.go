@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 func TestFleetLimit(t *testing.T) {
@@ -189,7 +190,7 @@ func (f *fleetFixture) observe(id string, l *Load) {
 		l.At = f.now
 	}
 	f.bal.Observe(Observation{ID: id, Ready: true, Checked: f.now, Load: l,
-		Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}})
+		Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
 }
 
 func (f *fleetFixture) limit(id string) int64 {
@@ -348,7 +349,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		defer lease.Release()
 		// A failed check under fall > 1: still ready, the last good answer's report again.
 		f.bal.Observe(Observation{ID: "a", Ready: true, Reason: "status 503", Checked: f.now.Add(time.Second),
-			Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}, Load: &Load{InFlight: 4, At: l.At}})
+			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}, Load: &Load{InFlight: 4, At: l.At}})
 		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 0 {
 			t.Fatalf("mine_then %d, want 0 (taken when the report first arrived)", got)
 		}
@@ -448,7 +449,7 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 		for _, id := range []string{"a", "b"} {
 			l := &Load{InFlight: int64(rng.IntN(10)), Capacity: []int64{0, 4, maxReported}[rng.IntN(3)], At: time.Now()}
 			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: l,
-				Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}})
+				Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
 		}
 	}
 	close(stop)
@@ -463,7 +464,7 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 	}
 	for _, id := range []string{"a", "b"} {
 		bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: &Load{InFlight: 0, Capacity: maxReported, At: time.Now()},
-			Reports: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}})
+			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
 	}
 	f := &fleetFixture{bal: bal, app: app}
 	got, ls := f.fill(t)

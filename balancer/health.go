@@ -1,6 +1,9 @@
 package balancer
 
-import "pollbal/configs"
+import (
+	"pollbal/configs"
+	"pollbal/report"
+)
 
 // healthChange says what one check result changed in a backend's health, and so what applying
 // it must do.
@@ -40,6 +43,6 @@ func nextHealth(old *Health, o Observation, declared map[string]configs.Service)
 		ReadyChanged: h.Ready != old.Ready,
 		NewIgnored:   ignoredChanged && len(h.Ignored) > 0,
 	}
-	c.Visible = c.ReadyChanged || ignoredChanged || !sameReports(h.Reports, old.Reports)
+	c.Visible = c.ReadyChanged || ignoredChanged || !report.Equal(h.Reports, old.Reports)
 	return h, c
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // cfgOf builds a validated-shape configuration with defaults, one service "web" and the given
@@ -60,11 +61,11 @@ func markReady(b *Balancer, ids []string, leaving ...string) {
 		isLeaving[id] = true
 	}
 	for _, id := range ids {
-		st := StatusServing
+		st := report.Serving
 		if isLeaving[id] {
-			st = StatusLeaving
+			st = report.Leaving
 		}
-		b.Observe(Observation{ID: id, Ready: true, Reports: []Report{{Service: "web", Status: st, Version: "v1"}}, Checked: time.Now()})
+		b.Observe(Observation{ID: id, Ready: true, Reports: []report.Report{{Service: "web", Status: st, Version: "v1"}}, Checked: time.Now()})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // linearPick is the reference ranking: every member in rotation order from start, the first with
@@ -89,11 +90,11 @@ func TestPickMatchesLinearScan(t *testing.T) {
 			observe := func(id string) {
 				o := Observation{ID: id, Ready: rng.IntN(8) != 0, Checked: time.Now()}
 				if o.Ready {
-					st := StatusServing
+					st := report.Serving
 					if rng.IntN(4) == 0 {
-						st = StatusLeaving
+						st = report.Leaving
 					}
-					o.Reports = []Report{{Service: "web", Status: st, Version: "v1"}}
+					o.Reports = []report.Report{{Service: "web", Status: st, Version: "v1"}}
 				} else {
 					o.Reason = "down"
 				}

@@ -14,9 +14,9 @@ type appCounters struct {
 	fallback  prometheus.Counter
 }
 
-// metrics holds the balancer's metrics. Gauges that mirror state (readiness, in-flight, group
-// sizes) are read from the current snapshot at scrape time, so their labels always follow pool
-// moves and reloads.
+// metrics holds the balancer's metrics. Gauges that mirror state (readiness, in-flight, limits)
+// are read from the current snapshot at scrape time, so their labels always follow pool moves
+// and reloads.
 type metrics struct {
 	bal       *Balancer
 	exhausted *prometheus.CounterVec
@@ -27,7 +27,7 @@ type metrics struct {
 	durations *prometheus.HistogramVec // pollbal_request_duration_seconds
 	noApp     *RequestMetrics          // requests that matched no app
 
-	ready, inFlight, limit, serving, leaving *prometheus.Desc
+	ready, inFlight, limit *prometheus.Desc
 }
 
 func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
@@ -52,8 +52,6 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 		ready:    prometheus.NewDesc("pollbal_backend_ready", "1 when the backend's last checks make it ready, else 0.", []string{"backend", "pool"}, nil),
 		inFlight: prometheus.NewDesc("pollbal_backend_in_flight", "Requests this instance has in flight on the backend (leases held).", []string{"backend"}, nil),
 		limit:    prometheus.NewDesc("pollbal_backend_limit", "Requests this instance may have in flight on the backend now: its share of the capacity for the fleet (fleet.instances, load reports), slow start applied.", []string{"backend"}, nil),
-		serving:  prometheus.NewDesc("pollbal_group_serving", "Ready backends reporting serving in the warning group.", []string{"pool", "service", "version"}, nil),
-		leaving:  prometheus.NewDesc("pollbal_group_leaving", "Ready backends reporting leaving in the warning group.", []string{"pool", "service", "version"}, nil),
 	}
 	m.requests, m.durations = newRequestVecs()
 	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m.ignored, m.full, m.requests, m.durations, m} {
@@ -83,8 +81,6 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.ready
 	ch <- m.inFlight
 	ch <- m.limit
-	ch <- m.serving
-	ch <- m.leaving
 }
 
 // Collect implements prometheus.Collector.
@@ -100,9 +96,5 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.limit, prometheus.GaugeValue, float64(s.limit(mb, h, now)), mb.cfg.ID)
 		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, v, mb.cfg.ID, mb.pool)
 		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(mb.b.InFlight()), mb.cfg.ID)
-	}
-	for _, g := range m.bal.Groups() {
-		ch <- prometheus.MustNewConstMetric(m.serving, prometheus.GaugeValue, float64(g.Serving), g.Pool, g.Service, g.Version)
-		ch <- prometheus.MustNewConstMetric(m.leaving, prometheus.GaugeValue, float64(g.Leaving), g.Pool, g.Service, g.Version)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // Pool sources, in the order they are consulted.
@@ -61,7 +62,7 @@ func (l *candList) build() *candSet {
 				if r.Service != l.service {
 					continue
 				}
-				if r.Status == StatusLeaving {
+				if r.Status == report.Leaving {
 					leaving = append(leaving, m)
 				} else {
 					serving = append(serving, m)

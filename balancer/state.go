@@ -3,6 +3,8 @@ package balancer
 import (
 	"sort"
 	"time"
+
+	"pollbal/report"
 )
 
 // State is the JSON document of GET /api/state.
@@ -11,7 +13,6 @@ type State struct {
 	Version  string         `json:"version"`
 	Ready    bool           `json:"ready"`
 	Backends []BackendState `json:"backends"`
-	Groups   []GroupState   `json:"groups"`
 	Apps     []AppState     `json:"apps"`
 	Pools    []PoolState    `json:"pools"`
 	Events   []Event        `json:"events"`
@@ -19,23 +20,22 @@ type State struct {
 
 // BackendState is one backend in State.
 type BackendState struct {
-	ID         string   `json:"id"`
-	Address    string   `json:"address"`
-	Pool       string   `json:"pool"`
-	PoolSource string   `json:"pool_source"`
-	Ready      bool     `json:"ready"`
-	Reason     string   `json:"reason"`
-	Reports    []Report `json:"reports"`
-	Ignored    []string `json:"ignored_services,omitempty"`
-	Capacity   int      `json:"capacity"`
-	InFlight   int64    `json:"in_flight"`
+	ID         string          `json:"id"`
+	Address    string          `json:"address"`
+	Pool       string          `json:"pool"`
+	PoolSource string          `json:"pool_source"`
+	Ready      bool            `json:"ready"`
+	Reason     string          `json:"reason"`
+	Reports    []report.Report `json:"reports"`
+	Ignored    []string        `json:"ignored_services,omitempty"`
+	Capacity   int             `json:"capacity"`
+	InFlight   int64           `json:"in_flight"`
 	// Limit is what this instance may have in flight on the backend now: its share of the
 	// capacity for the fleet, slow start applied.
 	Limit int64 `json:"limit"`
 	// Load is the backend's fresh load report; nil when it has none (or it is too old).
 	Load      *LoadState `json:"load"`
 	Ejected   bool       `json:"ejected"`
-	Warned    bool       `json:"warned"`
 	LastCheck string     `json:"last_check"`
 }
 
@@ -77,7 +77,6 @@ func (b *Balancer) State() State {
 		Version:  b.version,
 		Ready:    b.Ready(),
 		Backends: make([]BackendState, 0, len(s.members)),
-		Groups:   b.Groups(),
 		Apps:     make([]AppState, 0, len(s.apps)),
 		Pools:    b.pools(s),
 		Events:   b.events.List(),
@@ -88,13 +87,13 @@ func (b *Balancer) State() State {
 			ID: m.cfg.ID, Address: m.cfg.Address, Pool: m.pool, PoolSource: m.source,
 			Ready: h.Ready, Reason: h.Reason, Reports: h.Reports, Ignored: h.Ignored,
 			Capacity: int(m.capacity), InFlight: m.b.InFlight(), Ejected: m.b.Ejected(),
-			Warned: m.b.warned.Load(), Limit: s.limit(m, h, now),
+			Limit: s.limit(m, h, now),
 		}
 		if l := m.b.Load(); h.Ready && l != nil && !reportStale(l.At, now, s.cfg.Poll.Interval) {
 			bs.Load = &LoadState{InFlight: l.InFlight, Capacity: l.Capacity, AgeMs: max(now.Sub(l.At).Milliseconds(), 0)}
 		}
 		if bs.Reports == nil {
-			bs.Reports = []Report{}
+			bs.Reports = []report.Report{}
 		}
 		if !h.Checked.IsZero() {
 			bs.LastCheck = h.Checked.UTC().Format(time.RFC3339)
@@ -110,9 +109,6 @@ func (b *Balancer) State() State {
 			as.FallbackCandidates = s.candidates(a.fallback, now)
 		}
 		st.Apps = append(st.Apps, as)
-	}
-	if st.Groups == nil {
-		st.Groups = []GroupState{}
 	}
 	return st
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // Member is one ready backend's report of one service, placed in its node pool.
@@ -13,9 +14,7 @@ import (
 type Member struct {
 	Backend string // backend id
 	Pool    string // the backend's node pool (authoritative, from config or admin)
-	Service string
-	Version string // "" when unversioned
-	Leaving bool   // status leaving; false means serving
+	report.Report
 }
 
 // Policy is one service's warning configuration.
@@ -62,7 +61,7 @@ func Decide(members []Member, policies map[string]Policy) []Group {
 			groups = append(groups, Group{Pool: k.pool, Service: k.service, Version: k.version, Threshold: p.Threshold})
 		}
 		g := &groups[i]
-		if m.Leaving {
+		if m.Status == report.Leaving {
 			g.Leaving = append(g.Leaving, m.Backend)
 		} else {
 			g.Serving = append(g.Serving, m.Backend)

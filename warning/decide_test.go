@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 func serving(backend, pool, service, version string) Member {
-	return Member{Backend: backend, Pool: pool, Service: service, Version: version}
+	return Member{Backend: backend, Pool: pool, Report: report.Report{Service: service, Status: report.Serving, Version: version}}
 }
 
 func leaving(backend, pool, service, version string) Member {
-	return Member{Backend: backend, Pool: pool, Service: service, Version: version, Leaving: true}
+	return Member{Backend: backend, Pool: pool, Report: report.Report{Service: service, Status: report.Leaving, Version: version}}
 }
 
 func TestDecide(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -54,6 +55,8 @@ type Sender struct {
 	secret   []byte
 	inFlight map[flightKey]bool
 	state    map[string]string // last logged delivery state per backend; absent = ok
+	failed   map[string]bool   // backends with a pollbal_warning_errors_total series
+	keep     map[string]bool   // the backends to record; nil: every one (see Retain)
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -99,6 +102,7 @@ func NewSender(o SenderOptions) (*Sender, error) {
 		secret:   slices.Clone(o.Secret),
 		inFlight: make(map[flightKey]bool),
 		state:    make(map[string]string),
+		failed:   make(map[string]bool),
 	}
 	if o.Registerer != nil {
 		for _, c := range []prometheus.Collector{s.sent, s.errs} {
@@ -119,6 +123,29 @@ func (s *Sender) Update(timeout time.Duration, secret []byte) {
 		s.timeout = timeout
 	}
 	s.secret = slices.Clone(secret)
+}
+
+// Retain forgets every backend not in keep (a reload removed it): its delivery state and its
+// pollbal_warning_errors_total series. A POST to such a backend that is still in flight records
+// nothing when it ends, so the series does not come back. keep is copied.
+func (s *Sender) Retain(keep map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep = maps.Clone(keep)
+	if s.keep == nil {
+		s.keep = map[string]bool{}
+	}
+	for id := range s.state {
+		if !keep[id] {
+			delete(s.state, id)
+		}
+	}
+	for id := range s.failed {
+		if !keep[id] {
+			s.errs.DeleteLabelValues(id)
+			delete(s.failed, id)
+		}
+	}
 }
 
 // Send starts one POST per target in the background and returns at once. A target whose
@@ -156,15 +183,20 @@ func (s *Sender) Close() {
 func (s *Sender) post(t Target, timeout time.Duration, secret []byte) {
 	defer s.wg.Done()
 	err := s.do(t, timeout, secret)
-	if err == nil {
-		s.sent.WithLabelValues(t.Group.Pool, t.Group.Service, t.Group.Version).Inc()
-	} else {
-		s.errs.WithLabelValues(t.Backend).Inc()
-	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.inFlight, keyOf(t))
+	if err == nil {
+		s.sent.WithLabelValues(t.Group.Pool, t.Group.Service, t.Group.Version).Inc()
+	}
+	if s.keep != nil && !s.keep[t.Backend] {
+		return // removed from the configuration while the POST was in flight: forgotten
+	}
+	if err != nil {
+		s.errs.WithLabelValues(t.Backend).Inc()
+		s.failed[t.Backend] = true
+	}
 	prev, ok := s.state[t.Backend]
 	if !ok {
 		prev = stateOK

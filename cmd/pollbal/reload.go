@@ -49,9 +49,9 @@ func (s *server) reload(ctx context.Context, force bool) error {
 		s.bal.Events().Add("reload", fmt.Sprintf("reload rejected (%s): %v", reason, err))
 		return err
 	}
+	s.warn.Update(cfg, secret) // first: a round in between never warns a backend being removed
 	s.bal.Update(cfg)
 	s.poll.Update(cfg.Poll, targets(cfg))
-	s.sender.Update(cfg.Warning.Timeout, secret)
 	if tlsCerts != nil {
 		s.certs.Swap(tlsCerts.set, tlsCerts.minVersion)
 	}

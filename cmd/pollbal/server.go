@@ -22,6 +22,7 @@ import (
 	"pollbal/configs"
 	"pollbal/poller"
 	"pollbal/proxy"
+	"pollbal/report"
 	"pollbal/store"
 	"pollbal/warning"
 )
@@ -40,13 +41,13 @@ type server struct {
 	mu  sync.Mutex // serialises reloads
 	cfg *configs.Config
 
-	bal    *balancer.Balancer
-	poll   *poller.Poller
-	sender *warning.Sender
-	proxy  *proxy.Proxy
-	admin  *admin.Server
-	certs  *certs.Store // nil without tls.listen
-	moves  *store.Etcd  // nil without admin.store.etcd
+	bal   *balancer.Balancer
+	poll  *poller.Poller
+	warn  *warning.Tracker
+	proxy *proxy.Proxy
+	admin *admin.Server
+	certs *certs.Store // nil without tls.listen
+	moves *store.Etcd  // nil without admin.store.etcd
 
 	proxyLn, tlsLn, adminLn net.Listener // proxyLn is nil when listen is "", tlsLn without TLS
 }
@@ -88,15 +89,15 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.sender, err = warning.NewSender(warning.SenderOptions{
-		Site: cfg.Site, Timeout: cfg.Warning.Timeout, Secret: secret, Logger: log, Registerer: s.reg,
+	s.warn, err = warning.NewTracker(warning.TrackerOptions{
+		Members: s.bal, Events: s.bal.Events(), Config: cfg, Secret: secret, Logger: log, Registerer: s.reg,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.poll, err = poller.New(poller.Options{
 		Site: cfg.Site, Version: version, Settings: cfg.Poll, Targets: targets(cfg),
-		Sink: sink{bal: s.bal, sender: s.sender}, Logger: log, Registerer: s.reg,
+		Sink: sink{bal: s.bal, warn: s.warn}, Logger: log, Registerer: s.reg,
 	})
 	if err != nil {
 		return nil, err
@@ -113,7 +114,7 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 		moveStore = s.moves
 	}
 	s.admin, err = admin.New(admin.Options{
-		Balancer: s.bal, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile, StateFile: cfg.Admin.StateFile,
+		Balancer: s.bal, Warnings: s.warn, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile, StateFile: cfg.Admin.StateFile,
 		Store: moveStore, Reload: s.reload, Logger: log,
 	})
 	if err != nil {
@@ -260,7 +261,7 @@ loop:
 	}
 	stopPoll()
 	wg.Wait()
-	s.sender.Close()
+	s.warn.Close()
 	s.bal.Close()
 	_ = adminSrv.Shutdown(drainCtx)
 	s.log.Info("pollbal stopped")
@@ -316,18 +317,18 @@ func (e staticError) Error() string {
 // Unwrap lets configs.Problems (and errors.Is/As) see each change.
 func (e staticError) Unwrap() []error { return e }
 
-// sink feeds check results into the balancer and, after every round, decides and sends warnings.
+// sink feeds check results into the balancer and, after every round, runs the warning round.
 type sink struct {
-	bal    *balancer.Balancer
-	sender *warning.Sender
+	bal  *balancer.Balancer
+	warn *warning.Tracker
 }
 
 func (k sink) Observe(r poller.Result) {
-	var reports []balancer.Report
+	var reports []report.Report
 	if len(r.Reports) > 0 {
-		reports = make([]balancer.Report, len(r.Reports))
+		reports = make([]report.Report, len(r.Reports))
 		for i, rep := range r.Reports {
-			reports[i] = balancer.Report{Service: rep.Service, Status: string(rep.Status), Version: rep.Version}
+			reports[i] = report.Report{Service: rep.Service, Status: report.Status(rep.Status), Version: rep.Version}
 		}
 	}
 	var load *balancer.Load
@@ -340,6 +341,5 @@ func (k sink) Observe(r poller.Result) {
 
 func (k sink) RoundDone(time.Time) {
 	k.bal.RoundDone()
-	groups := warning.Decide(k.bal.Members(), k.bal.Policies())
-	k.sender.Send(k.bal.SetWarnings(groups))
+	k.warn.Round()
 }

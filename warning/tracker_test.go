@@ -1,0 +1,368 @@
+package warning
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"pollbal/configs"
+	"pollbal/report"
+)
+
+// fakeBackend is one ready backend as fakeMembers lists it.
+type fakeBackend struct {
+	id, address, pool string
+	reports           []report.Report
+}
+
+// fakeMembers is a Members view the test sets directly.
+type fakeMembers struct {
+	mu    sync.Mutex
+	ready []fakeBackend
+}
+
+func (f *fakeMembers) EachReady(fn func(id, address, pool string, reports []report.Report)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range f.ready {
+		fn(b.id, b.address, b.pool, b.reports)
+	}
+}
+
+func (f *fakeMembers) set(ready ...fakeBackend) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ready = ready
+}
+
+// fakeEvents records events as "kind: message".
+type fakeEvents struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (e *fakeEvents) Add(kind, message string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, kind+": "+message)
+}
+
+func (e *fakeEvents) take() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.list
+	e.list = nil
+	return out
+}
+
+func web(id, address string, status report.Status) fakeBackend {
+	return fakeBackend{id: id, address: address, pool: "p", reports: []report.Report{{Service: "web", Status: status, Version: "v1"}}}
+}
+
+// trackerConfig is a site whose service web has threshold 2, with the given backend ids.
+func trackerConfig(ids ...string) *configs.Config {
+	cfg := &configs.Config{
+		Site:     "test-site",
+		Warning:  configs.Warning{Timeout: 2 * time.Second},
+		Services: map[string]configs.Service{"web": {WarningThreshold: 2, WarningScope: configs.ScopeVersion}},
+	}
+	for _, id := range ids {
+		cfg.Backends = append(cfg.Backends, configs.Backend{ID: id, Address: "127.0.0.1:1", Capacity: 1})
+	}
+	return cfg
+}
+
+type trackerFixture struct {
+	tr      *Tracker
+	members *fakeMembers
+	events  *fakeEvents
+	reg     *prometheus.Registry
+}
+
+func newTrackerFixture(t *testing.T, cfg *configs.Config) *trackerFixture {
+	t.Helper()
+	f := &trackerFixture{members: &fakeMembers{}, events: &fakeEvents{}, reg: prometheus.NewRegistry()}
+	tr, err := NewTracker(TrackerOptions{Members: f.members, Events: f.events, Config: cfg, Registerer: f.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	f.tr = tr
+	return f
+}
+
+// round runs one warning round and waits for the POSTs it started.
+func (f *trackerFixture) round() {
+	f.tr.Round()
+	f.tr.sender.wait()
+}
+
+// gauge returns the value of the gauge name with exactly labels, and whether it exists.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if labelsEqual(m.GetLabel(), labels) {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// hasSeries reports whether the registry has a series name with exactly labels.
+func hasSeries(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) bool {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if labelsEqual(m.GetLabel(), labels) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestTrackerRound(t *testing.T) {
+	srvA, gotA := recordingServer(t, http.StatusNoContent)
+	srvB, gotB := recordingServer(t, http.StatusNoContent)
+	srvC, gotC := recordingServer(t, http.StatusNoContent)
+	f := newTrackerFixture(t, trackerConfig("a", "b", "c", "d"))
+	group := map[string]string{"pool": "p", "service": "web", "version": "v1"}
+
+	// Two serving at threshold 2 and one leaving: both serving are warned, the leaving one not.
+	f.members.set(web("a", addr(srvA), report.Serving), web("b", addr(srvB), report.Serving), web("c", addr(srvC), report.Leaving))
+	f.round()
+	want := []GroupState{{Pool: "p", Service: "web", Version: "v1", Serving: 2, Leaving: 1, Threshold: 2, Warned: []string{"a", "b"}}}
+	if got := f.tr.Groups(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Groups() = %+v, want %+v", got, want)
+	}
+	for id, warned := range map[string]bool{"a": true, "b": true, "c": false, "d": false} {
+		if f.tr.Warned(id) != warned {
+			t.Errorf("Warned(%s) = %t, want %t", id, !warned, warned)
+		}
+	}
+	for name, ch := range map[string]chan received{"a": gotA, "b": gotB} {
+		select {
+		case r := <-ch:
+			if r.path != "/pool_warning" || r.body != "web v1 serving=2 leaving=1 threshold=2 site=test-site\n" {
+				t.Errorf("%s got %s %q", name, r.path, r.body)
+			}
+		default:
+			t.Errorf("no POST reached %s", name)
+		}
+	}
+	select {
+	case r := <-gotC:
+		t.Errorf("the leaving backend c was warned: %q", r.body)
+	default:
+	}
+	if got, want := f.events.take(), []string{"warning_started: warning a, b: needed to keep the threshold"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if v, ok := gauge(t, f.reg, "pollbal_group_serving", group); !ok || v != 2 {
+		t.Errorf("pollbal_group_serving = %v (present %t), want 2", v, ok)
+	}
+	if v, ok := gauge(t, f.reg, "pollbal_group_leaving", group); !ok || v != 1 {
+		t.Errorf("pollbal_group_leaving = %v (present %t), want 1", v, ok)
+	}
+	if got := counter(t, f.reg, "pollbal_warnings_sent_total", group); got != 2 {
+		t.Errorf("pollbal_warnings_sent_total = %v, want 2", got)
+	}
+
+	// A third serving backend: nobody is warned any more, the group stays with an empty list.
+	f.members.set(web("a", addr(srvA), report.Serving), web("b", addr(srvB), report.Serving),
+		web("c", addr(srvC), report.Leaving), web("d", closedAddr(t), report.Serving))
+	f.round()
+	want = []GroupState{{Pool: "p", Service: "web", Version: "v1", Serving: 3, Leaving: 1, Threshold: 2, Warned: []string{}}}
+	if got := f.tr.Groups(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Groups() = %+v, want %+v", got, want)
+	}
+	if f.tr.Warned("a") || f.tr.Warned("b") {
+		t.Error("a or b still warned with three serving")
+	}
+	if got, want := f.events.take(), []string{"warning_stopped: no longer warning a, b"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if v, _ := gauge(t, f.reg, "pollbal_group_serving", group); v != 3 {
+		t.Errorf("pollbal_group_serving = %v, want 3", v)
+	}
+
+	// Nothing changed: no event.
+	f.round()
+	if got := f.events.take(); len(got) != 0 {
+		t.Errorf("a round without changes recorded %q", got)
+	}
+}
+
+func TestTrackerGroupsNeverNil(t *testing.T) {
+	f := newTrackerFixture(t, trackerConfig("a"))
+	if g := f.tr.Groups(); g == nil {
+		t.Error("Groups() before any round is nil, want empty")
+	}
+	f.round()
+	if g := f.tr.Groups(); g == nil || len(g) != 0 {
+		t.Errorf("Groups() after a round without members = %#v, want empty", g)
+	}
+}
+
+func TestTrackerIgnoresBackendsItsConfigDoesNotList(t *testing.T) {
+	srv, got := recordingServer(t, http.StatusNoContent)
+	f := newTrackerFixture(t, trackerConfig("a"))
+	// The balancer took a configuration with x before the tracker: x counts for nothing yet.
+	f.members.set(web("a", closedAddr(t), report.Serving), web("x", addr(srv), report.Serving))
+	f.round()
+	want := []GroupState{{Pool: "p", Service: "web", Version: "v1", Serving: 1, Threshold: 2, Warned: []string{"a"}}}
+	if g := f.tr.Groups(); !reflect.DeepEqual(g, want) {
+		t.Errorf("Groups() = %+v, want %+v", g, want)
+	}
+	if f.tr.Warned("x") {
+		t.Error("x, which the tracker's configuration does not list, is warned")
+	}
+	select {
+	case r := <-got:
+		t.Errorf("x got a POST: %q", r.body)
+	default:
+	}
+}
+
+func TestTrackerUpdateAppliesPolicies(t *testing.T) {
+	f := newTrackerFixture(t, trackerConfig("a", "b", "c"))
+	f.members.set(web("a", closedAddr(t), report.Serving), web("b", closedAddr(t), report.Serving), web("c", closedAddr(t), report.Serving))
+	f.round()
+	if f.tr.Warned("a") {
+		t.Fatal("three serving at threshold 2: a warned")
+	}
+	cfg := trackerConfig("a", "b", "c")
+	cfg.Services["web"] = configs.Service{WarningThreshold: 3}
+	f.tr.Update(cfg, nil)
+	f.round()
+	for _, id := range []string{"a", "b", "c"} {
+		if !f.tr.Warned(id) {
+			t.Errorf("after the reload to threshold 3, %s is not warned", id)
+		}
+	}
+}
+
+// TestTrackerForgetsRemovedBackends: a backend whose warnings failed leaves the configuration;
+// its warned flag, its delivery state and its pollbal_warning_errors_total series go with it,
+// without a warning_stopped event.
+func TestTrackerForgetsRemovedBackends(t *testing.T) {
+	f := newTrackerFixture(t, trackerConfig("gone", "kept"))
+	kept, _ := recordingServer(t, http.StatusInternalServerError)
+	f.members.set(web("gone", closedAddr(t), report.Serving), web("kept", addr(kept), report.Serving))
+	f.round()
+	for _, id := range []string{"gone", "kept"} {
+		if !f.tr.Warned(id) {
+			t.Fatalf("%s not warned: the scene is wrong", id)
+		}
+		if !hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": id}) {
+			t.Fatalf("no pollbal_warning_errors_total{backend=%s} after a failed POST", id)
+		}
+	}
+	f.events.take()
+
+	f.tr.Update(trackerConfig("kept"), nil)
+	if f.tr.Warned("gone") {
+		t.Error("the removed backend is still warned")
+	}
+	if hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "gone"}) {
+		t.Error("pollbal_warning_errors_total{backend=gone} survived the backend's removal")
+	}
+	if !hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "kept"}) {
+		t.Error("the kept backend's error series was dropped too")
+	}
+	f.tr.sender.mu.Lock()
+	_, stateKept := f.tr.sender.state["gone"]
+	f.tr.sender.mu.Unlock()
+	if stateKept {
+		t.Error("the sender kept the removed backend's delivery state")
+	}
+
+	// The balancer still lists it for a round (it takes the configuration after the tracker).
+	f.round()
+	if f.tr.Warned("gone") {
+		t.Error("a round before the balancer's update warned the removed backend again")
+	}
+	if hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "gone"}) {
+		t.Error("a round before the balancer's update brought the removed backend's series back")
+	}
+	for _, e := range f.events.take() {
+		if strings.Contains(e, "gone") {
+			t.Errorf("event about the removed backend: %q", e)
+		}
+	}
+}
+
+// TestTrackerForgetsBackendRemovedWhilePostInFlight: a POST still in flight when its backend is
+// removed fails afterwards; that failure must not bring the removed backend's series back.
+func TestTrackerForgetsBackendRemovedWhilePostInFlight(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	f := newTrackerFixture(t, trackerConfig("slow"))
+	f.members.set(web("slow", addr(srv), report.Serving))
+	f.tr.Round()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the POST never arrived")
+	}
+	f.tr.Update(trackerConfig(), nil)
+	close(release)
+	f.tr.sender.wait()
+	if hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "slow"}) {
+		t.Error("a POST that failed after the removal recreated pollbal_warning_errors_total{backend=slow}")
+	}
+	f.tr.sender.mu.Lock()
+	_, stateKept := f.tr.sender.state["slow"]
+	f.tr.sender.mu.Unlock()
+	if stateKept {
+		t.Error("a POST that failed after the removal recorded a delivery state")
+	}
+}
+
+func TestNewTrackerErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		o    TrackerOptions
+		want string
+	}{
+		{name: "no members", o: TrackerOptions{Config: trackerConfig()}, want: "nil members"},
+		{name: "no config", o: TrackerOptions{Members: &fakeMembers{}}, want: "nil config"},
+		{name: "no site", o: TrackerOptions{Members: &fakeMembers{}, Config: &configs.Config{Warning: configs.Warning{Timeout: time.Second}}}, want: "site is empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewTracker(tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewTracker() error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
