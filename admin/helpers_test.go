@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 	"pollbal/report"
 	"pollbal/warning"
 )
@@ -200,23 +199,12 @@ func (f *fixture) poolOf(t *testing.T, id string) string {
 }
 
 // logBuffer collects log output; it is safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logBuffer struct{ testproc.Buffer }
 
 // records decodes every JSON log line with the given message.
 func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	data := l.buf.String()
-	l.mu.Unlock()
+	data := l.String()
 	var out []map[string]any
 	for line := range strings.SplitSeq(strings.TrimSpace(data), "\n") {
 		if line == "" {

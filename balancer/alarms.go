@@ -108,21 +108,33 @@ func (a *alarms) due(last map[[3]string]time.Time, key [3]string) bool {
 }
 
 func (a *alarms) exhausted(site string, app *App) {
-	key := [3]string{app.Pool, app.Name, app.Service}
-	a.mu.Lock()
-	if !a.due(a.lastAlarm, key) {
-		a.mu.Unlock()
+	webhook, due := a.dueAlarm([3]string{app.Pool, app.Name, app.Service})
+	if !due {
 		return
 	}
-	webhook := a.cfg.Webhook
-	a.mu.Unlock()
 	msg := fmt.Sprintf("pool %s has no available candidate for app %s (service %s)", app.Pool, app.Name, app.Service)
 	a.log.Warn("pool_exhausted", "pool", app.Pool, "app", app.Name, "service", app.Service, "fallback_allowed", app.AllowFallback)
 	a.events.Add("pool_exhausted", msg)
+	a.send(webhook, Alarm{Alarm: "pool_exhausted", Site: site, Pool: app.Pool, App: app.Name, Service: app.Service, Time: a.now().UTC()},
+		"pool", app.Pool, "app", app.Name)
+}
+
+// dueAlarm reports whether the alarm keyed key is outside the dedup window (recording now when
+// it is) and the webhook to send it to ("" for none).
+func (a *alarms) dueAlarm(key [3]string) (webhook string, due bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.Webhook, a.due(a.lastAlarm, key)
+}
+
+// send encodes alarm and delivers it to webhook in the background, at most webhookInFlight at
+// a time; with no webhook it does nothing. busy names the alarm in the line logged when too
+// many deliveries are in flight.
+func (a *alarms) send(webhook string, alarm any, busy ...any) {
 	if webhook == "" {
 		return
 	}
-	body, err := json.Marshal(Alarm{Alarm: "pool_exhausted", Site: site, Pool: app.Pool, App: app.Name, Service: app.Service, Time: a.now().UTC()})
+	body, err := json.Marshal(alarm)
 	if err != nil {
 		a.log.Error("alarm encoding failed", "err", err)
 		return
@@ -130,7 +142,7 @@ func (a *alarms) exhausted(site string, app *App) {
 	select {
 	case a.sem <- struct{}{}:
 	default:
-		a.log.Warn("alarm webhook busy; alarm not delivered", "pool", app.Pool, "app", app.Name)
+		a.log.Warn("alarm webhook busy; alarm not delivered", busy...)
 		return
 	}
 	a.wg.Add(1)

@@ -1,7 +1,6 @@
 package balancer
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -61,33 +60,12 @@ type StoreAlarm struct {
 }
 
 func (a *alarms) storeUnavailable(site, why string) {
-	key := [3]string{AlarmStoreUnavailable}
-	a.mu.Lock()
-	if !a.due(a.lastAlarm, key) {
-		a.mu.Unlock()
+	webhook, due := a.dueAlarm([3]string{AlarmStoreUnavailable})
+	if !due {
 		return
 	}
-	webhook := a.cfg.Webhook
-	a.mu.Unlock()
 	a.log.Warn(AlarmStoreUnavailable, "err", why)
 	a.events.Add(AlarmStoreUnavailable, "the shared store of moves cannot be reached: "+why)
-	if webhook == "" {
-		return
-	}
-	body, err := json.Marshal(StoreAlarm{Alarm: AlarmStoreUnavailable, Site: site, Reason: why, Time: a.now().UTC().Format("2006-01-02T15:04:05Z07:00")})
-	if err != nil {
-		a.log.Error("alarm encoding failed", "err", err)
-		return
-	}
-	select {
-	case a.sem <- struct{}{}:
-	default:
-		a.log.Warn("alarm webhook busy; alarm not delivered", "alarm", AlarmStoreUnavailable)
-		return
-	}
-	a.wg.Add(1)
-	go func() {
-		defer func() { <-a.sem; a.wg.Done() }()
-		a.deliver(webhook, body)
-	}()
+	a.send(webhook, StoreAlarm{Alarm: AlarmStoreUnavailable, Site: site, Reason: why, Time: a.now().UTC().Format("2006-01-02T15:04:05Z07:00")},
+		"alarm", AlarmStoreUnavailable)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pollbal/certs/certstest"
+	"pollbal/internal/testproc"
 )
 
 var scripts = []string{"run.sh", "setup.sh", "pollbal.sh", "bigbody.sh"}
@@ -90,8 +91,8 @@ func TestHarnessIsSelfContained(t *testing.T) {
 func TestPollbalConfigPassesCheck(t *testing.T) {
 	dir := t.TempDir()
 	real := filepath.Join(dir, "pollbal")
-	if out, err := exec.Command("go", "build", "-o", real, "../cmd/pollbal").CombinedOutput(); err != nil {
-		t.Fatalf("build pollbal: %v\n%s", err, out)
+	if err := testproc.GoBuild(real, "../cmd/pollbal", false); err != nil {
+		t.Fatal(err)
 	}
 	stub := filepath.Join(dir, "stub")
 	// pollbal.sh execs "$POLLBAL_BIN run -config FILE".

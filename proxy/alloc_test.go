@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // TestHandlerAllocs guards the request path: routing, lease, header rewriting, forwarding on
@@ -11,7 +12,7 @@ import (
 // reuses its buffers; the balancer's own guard covers selection and leases). The measurement
 // counts every goroutine, the real backend on 127.0.0.1 included.
 func TestHandlerAllocs(t *testing.T) {
-	if raceEnabled {
+	if testproc.Race {
 		t.Skip("allocation counts are not meaningful under -race (sync.Pool drops items at random)")
 	}
 	e := benchEnv(t)

@@ -73,6 +73,8 @@ type clientConn struct {
 	idx int // position in l.conns; -1 once forgotten
 }
 
+func (c *clientConn) position() *int { return &c.idx }
+
 // Read reads from the client. It marks the start of a request (the first byte after an idle
 // wait) and the end of its headers.
 func (c *clientConn) Read(b []byte) (int, error) {

@@ -97,20 +97,6 @@ func okBackend(t testing.TB) *backend {
 	return startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") })
 }
 
-// refusedAddr returns a 127.0.0.1 address with nothing listening on it.
-func refusedAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // rawBackendAddr returns a 127.0.0.1 address whose server reads one request per connection,
 // writes reply (nothing when empty) and closes the connection: the request was sent, but no
 // usable response came.

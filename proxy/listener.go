@@ -158,21 +158,14 @@ func (l *listener) track(nc net.Conn) *clientConn {
 		return nil
 	}
 	c.rec = record{since: l.p.clock.now()}
-	c.idx = len(l.conns)
-	l.conns = append(l.conns, c)
+	l.conns = appendIndexed(l.conns, c)
 	return c
 }
 
 // forget removes c from the scanned set and the open count; it runs once per connection.
 func (l *listener) forget(c *clientConn) {
 	l.mu.Lock()
-	i := c.idx
-	last := len(l.conns) - 1
-	l.conns[i] = l.conns[last]
-	l.conns[i].idx = i
-	l.conns[last] = nil
-	l.conns = l.conns[:last]
-	c.idx = -1
+	l.conns = removeIndexed(l.conns, c)
 	l.mu.Unlock()
 	l.p.open.Add(-1)
 }

@@ -249,7 +249,7 @@ func TestUnreachable(t *testing.T) {
 			var hits interface{ Load() int64 }
 			switch tt.first {
 			case "refused":
-				firstAddr = refusedAddr(t)
+				firstAddr = testproc.FreeAddr(t)
 			case "hangup":
 				a, h := rawBackendAddr(t, "")
 				firstAddr, hits = a, h
@@ -293,7 +293,7 @@ func TestUnreachable(t *testing.T) {
 // failures take the backend out, and the pool then fails closed.
 func TestEjectAfter(t *testing.T) {
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}, Pool: "pool-x"}},
-		[]configs.Backend{{ID: "a-bad", Address: refusedAddr(t), Pool: "pool-x"}})
+		[]configs.Backend{{ID: "a-bad", Address: testproc.FreeAddr(t), Pool: "pool-x"}})
 	cfg.Proxy.EjectAfter = 2
 	cfg.Proxy.Retries = 0
 	e := newEnv(t, cfg, "a-bad")
@@ -324,7 +324,7 @@ func TestLeasesReleased(t *testing.T) {
 		{Name: "slow", Hosts: []string{"slow.test"}, Pool: "pool-slow"},
 	}, []configs.Backend{
 		{ID: "ok-1", Address: ok.addr, Pool: "pool-ok"},
-		{ID: "bad-1", Address: refusedAddr(t), Pool: "pool-bad"},
+		{ID: "bad-1", Address: testproc.FreeAddr(t), Pool: "pool-bad"},
 		{ID: "slow-1", Address: slow.addr, Pool: "pool-slow"},
 	})
 	cfg.Proxy.BackendTimeout = 150 * time.Millisecond

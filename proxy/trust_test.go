@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 func prefixes(ss ...string) []netip.Prefix {
@@ -116,7 +117,7 @@ func TestClientAddr(t *testing.T) {
 
 // TestTrustAllocs: deciding trust and rewriting a trusted proxy's headers allocate nothing.
 func TestTrustAllocs(t *testing.T) {
-	if raceEnabled {
+	if testproc.Race {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	nets := newTrustedNets(&configs.Config{Proxy: configs.Proxy{TrustedProxies: prefixes(

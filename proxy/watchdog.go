@@ -73,8 +73,7 @@ func (w *watchdog) watch(c net.Conn, start time.Duration) *watchConn {
 	wc.state.Store(s)
 	w.mu.Lock()
 	wc.since, wc.seen = start, s
-	wc.idx = len(w.conns)
-	w.conns = append(w.conns, wc)
+	w.conns = appendIndexed(w.conns, wc)
 	if !w.running {
 		w.running = true
 		go w.run()
@@ -87,16 +86,7 @@ func (w *watchdog) watch(c net.Conn, start time.Duration) *watchConn {
 func (w *watchdog) forget(c *watchConn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	i := c.idx
-	if i < 0 {
-		return
-	}
-	last := len(w.conns) - 1
-	w.conns[i] = w.conns[last]
-	w.conns[i].idx = i
-	w.conns[last] = nil
-	w.conns = w.conns[:last]
-	c.idx = -1
+	w.conns = removeIndexed(w.conns, c)
 }
 
 func (w *watchdog) run() {
@@ -195,6 +185,8 @@ type watchConn struct {
 	seen  uint64
 	idx   int // position in w.conns; -1 once forgotten
 }
+
+func (c *watchConn) position() *int { return &c.idx }
 
 // Write marks the start of a request when the connection was not busy.
 func (c *watchConn) Write(b []byte) (int, error) {

@@ -1,7 +1,6 @@
 package warning
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -306,21 +305,10 @@ func TestSenderOneInFlightPerBackend(t *testing.T) {
 }
 
 // logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuffer struct{ testproc.Buffer }
 
 func (l *logBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := strings.TrimSpace(l.b.String())
+	s := strings.TrimSpace(l.String())
 	if s == "" {
 		return nil
 	}

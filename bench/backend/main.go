@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/bench/internal/loopback"
 )
 
 // origin answers the benchmark's requests. It is safe for concurrent use and must not be copied.
@@ -67,18 +69,6 @@ func (o *origin) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// loopbackOnly rejects any listen address that is not on the loopback interface.
-func loopbackOnly(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("bad address %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("refusing non-loopback address %q", addr)
-	}
-	return nil
-}
-
 func main() {
 	fs := flag.NewFlagSet("bench-backend", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:18081", "listen address (host:port); must be a loopback address")
@@ -91,7 +81,7 @@ func main() {
 }
 
 func run(addr, name string) error {
-	if err := loopbackOnly(addr); err != nil {
+	if err := loopback.Check(addr); err != nil {
 		return err
 	}
 	if name == "" {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/bench/internal/loopback"
 )
 
 // hopHeaders lists the hop-by-hop headers (RFC 9110 section 7.6.1) a proxy must not forward.
@@ -25,18 +27,6 @@ func hopHeaders() []string {
 		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
 		"Proxy-Authorization", "TE", "Trailer", "Upgrade",
 	}
-}
-
-// loopbackOnly rejects any address that is not on the loopback interface.
-func loopbackOnly(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("bad address %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("refusing non-loopback address %q", addr)
-	}
-	return nil
 }
 
 type options struct {
@@ -84,7 +74,7 @@ func newHandler(lb *fasthttp.LBClient) fasthttp.RequestHandler {
 }
 
 func run(o options) error {
-	if err := loopbackOnly(o.addr); err != nil {
+	if err := loopback.Check(o.addr); err != nil {
 		return err
 	}
 	var clients []fasthttp.BalancingClient
@@ -93,7 +83,7 @@ func run(o options) error {
 		if b == "" {
 			continue
 		}
-		if err := loopbackOnly(b); err != nil {
+		if err := loopback.Check(b); err != nil {
 			return err
 		}
 		clients = append(clients, &fasthttp.HostClient{

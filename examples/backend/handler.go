@@ -196,21 +196,32 @@ func (h *handler) serveStats(w http.ResponseWriter) {
 		Refused:      h.load.Refused(),
 		WebSockets:   h.websockets.Load(),
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(s)
+	writeJSON(w, s)
 }
 
-func (h *handler) serveOther(w http.ResponseWriter, r *http.Request) {
+// count counts a client request in requests, in_flight and peak_in_flight; the function it
+// returns ends it.
+func (h *handler) count() (done func()) {
 	h.requests.Add(1)
 	n := h.inFlight.Add(1)
-	defer h.inFlight.Add(-1)
 	for {
 		p := h.peak.Load()
 		if n <= p || h.peak.CompareAndSwap(p, n) {
 			break
 		}
 	}
+	return func() { h.inFlight.Add(-1) }
+}
+
+// writeJSON answers v as JSON that no cache keeps.
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (h *handler) serveOther(w http.ResponseWriter, r *http.Request) {
+	defer h.count()()
 	if h.o.Delay > 0 {
 		t := time.NewTimer(h.o.Delay)
 		select {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 )
 
@@ -19,7 +18,5 @@ type requestSeen struct {
 // added, replaced or dropped. It is not counted in the stats.
 func (h *handler) serveHeaders(w http.ResponseWriter, r *http.Request) {
 	seen := requestSeen{Method: r.Method, RequestURI: r.RequestURI, Host: r.Host, RemoteAddr: r.RemoteAddr, Headers: r.Header}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(seen)
+	writeJSON(w, seen)
 }

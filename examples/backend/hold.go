@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -44,15 +43,7 @@ func (hs *holds) release() int64 {
 // peak_in_flight and requests), but only once POST /_backend/release was called after it
 // arrived, or ends when the client goes away.
 func (h *handler) serveHold(w http.ResponseWriter, r *http.Request) {
-	h.requests.Add(1)
-	n := h.inFlight.Add(1)
-	defer h.inFlight.Add(-1)
-	for {
-		p := h.peak.Load()
-		if n <= p || h.peak.CompareAndSwap(p, n) {
-			break
-		}
-	}
+	defer h.count()()
 	gate := h.holds.enter()
 	defer h.holds.held.Add(-1)
 	select {
@@ -74,7 +65,5 @@ func (h *handler) serveRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := h.holds.release()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(map[string]int64{"released": n})
+	writeJSON(w, map[string]int64{"released": n})
 }

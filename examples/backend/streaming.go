@@ -47,9 +47,7 @@ func (h *handler) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		h.serveSwitch(w, r)
 	default:
 		s := &h.streams
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(streamStats{
+		writeJSON(w, streamStats{
 			Blobs: s.blobs.Load(), Cancelled: s.cancelled.Load(), Uploads: s.uploads.Load(),
 			UploadBytes: s.lastBytes.Load(), Upgrades: s.upgrades.Load(),
 		})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -47,8 +48,9 @@ type Proc struct {
 	mu    sync.Mutex
 	lines []string // standard output, line by line
 
-	done chan struct{}
-	err  error // cmd.Wait's answer, valid once done is closed
+	done   chan struct{}
+	exited atomic.Bool // set just before done is closed
+	err    error       // cmd.Wait's answer, valid once done is closed
 }
 
 // Start runs bin with args, named name in failure messages. The child gets SIGKILL if the test
@@ -99,6 +101,7 @@ func (p *Proc) read(stdout io.Reader) {
 		}
 	}
 	p.err = p.cmd.Wait()
+	p.exited.Store(true)
 	close(p.done)
 }
 
@@ -162,14 +165,7 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // Exited says whether the child has exited.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Proc) Exited() bool { return p.exited.Load() }
 
 // Err is the child's exit error (nil for status 0); valid once Done is closed.
 func (p *Proc) Err() error {
