@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,4 +102,61 @@ func TestAcquireDoesNotAllocate(t *testing.T) {
 	if a := testing.AllocsPerRun(1000, func() { s.Route([]byte("Shop.Example.com:8080")) }); a != 0 {
 		t.Fatalf("Route allocates %.1f times per call, want 0", a)
 	}
+}
+
+// BenchmarkAcquirePlainScan is busy/ above with the block hints unused, as a plain scan of the
+// pool without hints would do: the candidate sets are marked stale, so every pick reads every
+// member. It measures what the hints save on busy pools (every backend holds leases).
+func BenchmarkAcquirePlainScan(b *testing.B) {
+	for _, n := range []int{4, 64, 1024} {
+		b.Run(fmt.Sprintf("busy/backends=%d", n), func(b *testing.B) {
+			s, app := benchBalancer(b, n)
+			for i, m := range s.members {
+				m.slot.inFlight.Add(int64(1 + i%7))
+			}
+			for _, l := range s.lists {
+				l.cur.Load().stale.Store(true)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l, err := s.Acquire(app, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Release()
+			}
+		})
+	}
+}
+
+// BenchmarkNeighbourSlots has each goroutine lease and release on a backend of its own, the
+// slots allocated one after the other as a configuration adds them: nothing is shared but what
+// the memory layout shares. Run it with -cpu 2 or more; without a cache line per slot the
+// goroutines' counts would sit on one line and every lease would wait for the other core.
+func BenchmarkNeighbourSlots(b *testing.B) {
+	var bs []configs.Backend
+	for i := range 64 {
+		bs = append(bs, configs.Backend{ID: fmt.Sprintf("b%02d", i), Address: fmt.Sprintf("127.0.0.1:%d", 20000+i), Capacity: 1000})
+	}
+	cfg := cfgOf(nil, bs)
+	reg := map[string]*slot{}
+	syncSlots(reg, cfg, nil)
+	slots := make([]*slot, len(bs))
+	for i, cb := range cfg.Backends {
+		slots[i] = reg[configs.AddressKey(cb.Address)]
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		s := slots[int(next.Add(1)-1)%len(slots)]
+		for pb.Next() {
+			if !s.tryAcquire(1000) {
+				b.Error("slot full")
+				return
+			}
+			s.release()
+		}
+	})
 }
