@@ -49,6 +49,11 @@ func newBackend(id, address string, s *slot) *Backend {
 // configuration they were taken under.
 func (b *Backend) InFlight() int64 { return b.slot.count() }
 
+// StrayReleases returns how many releases on the backend's address found no lease in flight:
+// a Lease released twice (through a copy), which is a bug. Once no lease is held it is exactly
+// the number of extra releases, wherever they fell.
+func (b *Backend) StrayReleases() int64 { return b.slot.stray.Load() }
+
 // Health returns the last published health.
 func (b *Backend) Health() *Health { return b.health.Load() }
 

@@ -22,7 +22,8 @@ type slot struct {
 	inFlight atomic.Int64
 	hints    atomic.Pointer[[]hintReg] // block hints of the current candidate sets its backend is in
 	queues   *waitQueues               // the balancer's queues (queue.go); nil in some tests
-	_        [cacheLine - 24]byte
+	stray    atomic.Int64              // releases that found nothing in flight: a Lease released twice
+	_        [cacheLine - 32]byte
 }
 
 // cacheLine is the size of a cache line on the machines pollbal runs on (amd64, arm64).
@@ -50,14 +51,15 @@ func (s *slot) tryAcquire(limit int64) bool {
 // release returns a lease: it raises the spare hints of the blocks the address is in, so a pick
 // never skips a block that now holds more spare than its hint says, and while requests are
 // queued it hands the slot over to them (queue.go). With no queued request the queue costs one
-// atomic load. It never takes the count below 0 (a second release of a copied Lease would),
-// and such a release does nothing else.
+// atomic load. It never takes the count below 0 (a second release of a copied Lease would):
+// such a release is only counted as stray.
 func (s *slot) release() {
 	n := s.inFlight.Load()
 	for n > 0 && !s.inFlight.CompareAndSwap(n, n-1) {
 		n = s.inFlight.Load()
 	}
 	if n <= 0 {
+		s.stray.Add(1)
 		return
 	}
 	if regs := s.hints.Load(); regs != nil {

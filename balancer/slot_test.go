@@ -325,12 +325,13 @@ func TestLeaseReleaseIsIdempotent(t *testing.T) {
 	cases := []struct {
 		name    string
 		release func(l Lease) // releases l (and copies of it) some number of times
+		stray   int64         // the releases that found nothing in flight
 	}{
 		{name: "once", release: func(l Lease) { l.Release() }},
 		{name: "the same variable twice", release: func(l Lease) { l.Release(); l.Release() }},
-		{name: "a copy after the original", release: func(l Lease) { c := l; l.Release(); c.Release() }},
-		{name: "the original after a copy", release: func(l Lease) { c := l; c.Release(); l.Release() }},
-		{name: "eight copies at once", release: func(l Lease) {
+		{name: "a copy after the original", release: func(l Lease) { c := l; l.Release(); c.Release() }, stray: 1},
+		{name: "the original after a copy", release: func(l Lease) { c := l; c.Release(); l.Release() }, stray: 1},
+		{name: "eight copies at once", stray: 7, release: func(l Lease) {
 			var wg sync.WaitGroup
 			for range 8 {
 				wg.Add(1)
@@ -354,6 +355,9 @@ func TestLeaseReleaseIsIdempotent(t *testing.T) {
 			if got := b.slot.inFlight.Load(); got != 0 {
 				t.Fatalf("in flight %d after the releases, want 0", got)
 			}
+			if got := b.StrayReleases(); got != tc.stray {
+				t.Fatalf("%d stray releases, want %d", got, tc.stray)
+			}
 			held := acquireAll(t, bal)
 			if len(held) != 3 {
 				t.Fatalf("%d leases taken after the releases on capacity 3, want 3", len(held))
@@ -367,6 +371,9 @@ func TestLeaseReleaseIsIdempotent(t *testing.T) {
 			}
 			if got := b.slot.inFlight.Load(); got != 0 {
 				t.Fatalf("in flight %d after releasing every lease twice, want 0", got)
+			}
+			if got := b.StrayReleases(); got != tc.stray {
+				t.Fatalf("%d stray releases after releasing each lease variable twice, want still %d", got, tc.stray)
 			}
 		})
 	}
