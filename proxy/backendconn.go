@@ -75,10 +75,11 @@ func (p *connPool) get(fresh bool) (*backendConn, error) {
 }
 
 // put makes c idle again, or closes it when it holds unread bytes (a backend that sent more
-// than its response) or the pool is closed.
+// than its response), the watchdog marked it (its client went away, or a request on it was
+// judged past the timeout), or the pool is closed.
 func (p *connPool) put(c *backendConn) {
 	c.wc.setClient(nil)
-	if c.br.Buffered() > 0 || c.wc.isGone() {
+	if c.br.Buffered() > 0 || !c.wc.reusable() {
 		c.close()
 		return
 	}

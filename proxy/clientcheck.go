@@ -36,18 +36,31 @@ func (w *watchdog) checkClients(checks []clientCheck) []clientCheck {
 	}
 	w.mu.Unlock()
 	for i, ch := range checks {
-		if clientGone(ch.client) {
-			ch.backend.cmu.Lock()
-			same := ch.backend.client == ch.client // not handed to another forward meanwhile
-			ch.backend.cmu.Unlock()
-			if same {
-				ch.backend.gone.Store(true)
-				_ = ch.backend.Close()
-			}
-		}
+		checkOne(ch)
 		checks[i] = clientCheck{}
 	}
 	return checks
+}
+
+// checkOne closes ch's backend connection when ch's client went away and is still the client
+// of the connection's forward. The mark (gone) is stored under cmu with that check, and a
+// forward's end clears the client under cmu before it reads the mark: a connection still
+// serving the gone client is marked before that forward ends, so it is closed there rather
+// than pooled for another forward (watchdog.go, invariant 3).
+func checkOne(ch clientCheck) {
+	if !clientGone(ch.client) {
+		return
+	}
+	c := ch.backend
+	c.cmu.Lock()
+	same := c.client == ch.client
+	if same {
+		c.gone.Store(true)
+	}
+	c.cmu.Unlock()
+	if same {
+		_ = c.Close()
+	}
 }
 
 // clientGone reports whether the peer of c has closed or reset the connection, without

@@ -40,6 +40,64 @@ type watchdog struct {
 	running bool
 }
 
+// How the watchdog stays correct without locks on the request path: the invariants, each with
+// a worked interleaving. W is the watchdog goroutine, F a forward using a connection.
+//
+//  1. Never early: a request is cut only after it has lasted the limit. Its start is not
+//     recorded as a time (a clock read per request); instead it records the scan generation,
+//     and a scan bumps the generation before it reads the clock, so a request that recorded an
+//     older generation started before that reading:
+//
+//	F  Write: loads gen 7, stores state busy|7           (the request starts at t0)
+//	W  scan: gen 7 -> 8, then now = t1                   (t1 > t0: F loaded 7 before the bump)
+//	W  judge: busy|7 not seen before, 7 < 8: since = t1  (a start no earlier than the real one)
+//	W  later scans: cut once now - t1 >= limit           (so now - t0 >= limit too)
+//
+//     Had F loaded the generation after the bump (8), its start might come after t1: the scan
+//     leaves it, and the next scan (9) tracks it from its own clock reading. So since is never
+//     before the request's start and the cut never early; and since is at most one tick after
+//     the start, so the cut comes within two ticks after the limit. A connection's first
+//     request is tracked from its dial, known exactly (watch).
+//
+//  2. A cut never hits the next forward on the connection. W judges under mu, but closes after
+//     unlocking, and F may finish in between and hand the connection back to the pool:
+//
+//	W  judge: state busy|7, past the limit: expired (judged state busy|7)
+//	F  Read: the response arrives, state busy|7 -> idle; F ends, put()
+//	W  Close                                             <- would cut the next forward
+//
+//     So W first marks the connection cut, then closes it only if the state is still the one
+//     judged (cutIf), and put never pools a marked connection (reusable):
+//
+//	W  cut = true; state still busy|7: Close             F's Read fails: 504, conn dropped
+//	or
+//	F  state -> idle;  W  cut = true; state moved: no Close;  F  put: cut, so closed, not pooled
+//	or
+//	F  state -> idle; put: not cut, pooled; F2 takes it, Write: state busy|9
+//	W  cut = true; state busy|9 != busy|7: no Close      F2 goes on; its put closes the conn
+//
+//     Atomics are sequentially consistent: if W's load of the state saw the judged word, F's
+//     store of a later one comes after W's mark, and so does F's put, which then sees the mark.
+//     A later request's state always differs from the judged one (it records a generation at
+//     least that of the judging scan), so the comparison cannot mistake it for the old one.
+//
+//  3. A client check never closes the connection of another client's forward. checkClients
+//     collects (connection, client) pairs under mu, then peeks at each client without locks;
+//     meanwhile the forward may end and the connection serve another client:
+//
+//	W  collect (bc, c1)
+//	F1 ends: put(bc): setClient(nil), pooled;  F2 takes bc: setClient(c2)
+//	W  c1 peeks gone; under cmu bc.client is c2 != c1: leave bc alone
+//
+//     The mark (gone) is stored under cmu together with the check, and put clears the client
+//     under cmu before it reads the mark: either F1's put comes first (the check finds another
+//     client or none) or the mark does (put closes bc instead of pooling it).
+//
+//  4. Every lease comes back exactly once: the watchdog never releases anything. It only
+//     closes connections, and the forward's own Read or Write then fails on the path that
+//     releases its lease (handler.go's attempt, stream.go's Close, upgrade.go's end).
+//     TestWatchdogStress checks it under -race with clients leaving at random moments.
+
 func newWatchdog(clock monoClock, limit func() time.Duration) *watchdog {
 	return &watchdog{limit: limit, clock: clock}
 }
@@ -93,7 +151,7 @@ func (w *watchdog) run() {
 	t := time.NewTicker(watchdogTick)
 	defer t.Stop()
 	var (
-		expired []*watchConn  // reused by every scan
+		expired []expiry      // reused by every scan
 		peeks   []clientCheck // reused by every client check
 	)
 	for n := 1; ; n++ {
@@ -108,10 +166,17 @@ func (w *watchdog) run() {
 	}
 }
 
+// expiry is a connection whose request a scan found past the timeout, with the state word the
+// scan judged.
+type expiry struct {
+	c     *watchConn
+	state uint64
+}
+
 // scan closes the connections whose request has outlasted the timeout, using expired as
 // scratch space, which it returns. It reports false, and marks the watchdog stopped, when no
 // connection is left to watch.
-func (w *watchdog) scan(expired []*watchConn) ([]*watchConn, bool) {
+func (w *watchdog) scan(expired []expiry) ([]expiry, bool) {
 	defer w.scans.Add(1)
 	gen := w.gen.Add(1)  // requests that start from here on record gen
 	now := w.clock.now() // later than the start of every request that recorded an older gen
@@ -127,15 +192,27 @@ func (w *watchdog) scan(expired []*watchConn) ([]*watchConn, bool) {
 		var cut bool
 		c.since, c.seen, cut = judge(c.state.Load(), c.seen, c.since, gen, now, limit)
 		if cut {
-			expired = append(expired, c)
+			expired = append(expired, expiry{c: c, state: c.seen})
 		}
 	}
 	w.mu.Unlock()
-	for i, c := range expired {
-		_ = c.Close() // the request's Read or Write fails; fasthttp drops the connection
-		expired[i] = nil
+	for i, x := range expired {
+		x.c.cutIf(x.state)
+		expired[i] = expiry{}
 	}
 	return expired, true
+}
+
+// cutIf ends the request the watchdog judged expired in state judged: it closes the
+// connection, so the request's Read or Write fails, unless the connection's state has moved on
+// meanwhile (the response arrived). Either way the connection is marked cut first and is never
+// reused: a forward that ends after the mark closes it rather than pooling it, so the close
+// can never hit the next forward on the connection (see the worked interleaving above).
+func (c *watchConn) cutIf(judged uint64) {
+	c.cut.Store(true)
+	if c.state.Load() == judged {
+		_ = c.Close()
+	}
 }
 
 // Connection state word: the generation at the request's start, a flag for the first request
@@ -176,6 +253,7 @@ type watchConn struct {
 	w     *watchdog
 	state atomic.Uint64 // written only by the Read and Write caller; see stateBusy
 	gone  atomic.Bool   // closed because the client of its forward went away
+	cut   atomic.Bool   // a request on it was judged past the timeout: never reused
 
 	cmu    sync.Mutex // guards client
 	client net.Conn   // the client connection of the forward in progress, if any
@@ -238,6 +316,10 @@ func (c *watchConn) setClient(client net.Conn) {
 
 // isGone reports whether the watchdog closed c because its client went away.
 func (c *watchConn) isGone() bool { return c.gone.Load() }
+
+// reusable reports whether c may serve another forward: neither its client went away nor a
+// request on it was judged past the timeout.
+func (c *watchConn) reusable() bool { return !c.gone.Load() && !c.cut.Load() }
 
 // timedOut reports whether a forward that began at began (on the watchdog's clock) and failed
 // has lasted the backend timeout: the request's own, or the one the watchdog applied if a
