@@ -118,6 +118,26 @@ func TestFleetLimit(t *testing.T) {
 			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: 100 * time.Millisecond,
 				Report: &Load{InFlight: 6, At: t0.Add(-time.Second)}},
 			want: fleetDecision{Capacity: 8, Limit: 4}},
+		{name: "a rise waits for a second report: the previous report's others still count",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 3, At: t0, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-sec)}},
+			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
+		{name: "two reports agree: the limit rises",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 3, At: t0, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-25 * time.Millisecond)}},
+			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
+		{name: "others grew since the previous report: the latest counts at once",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 8, At: t0, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-sec)}},
+			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true}},
+		{name: "a previous report older than 3 intervals does not count",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 3, At: t0, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
+			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
+		{name: "the previous report's others are what is left of a reported capacity too",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{InFlight: 0, Capacity: 32, At: t0, PrevOthers: 20, PrevAt: t0.Add(-sec)}},
+			want: fleetDecision{Capacity: 32, Limit: 12, Fresh: true}},
 		{name: "a report from the future (clock step) is fresh",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{InFlight: 3, At: t0.Add(time.Minute)}},
@@ -382,6 +402,40 @@ func TestFleetLimitSchedules(t *testing.T) {
 			t.Fatalf("after the next report: limit %d, want 8 again", got)
 		}
 	})
+	t.Run("a limit rises on a second report, asked for soon; it falls at once", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		f.observe("a", &Load{InFlight: 5})
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != 0 {
+			t.Fatalf("first report, others 5: limit %d, confirm after %v; want 3 and nothing to confirm", got, after)
+		}
+		f.now = f.now.Add(time.Second)
+		f.observe("a", &Load{InFlight: 1}) // others 1: perhaps a request between two of its client's
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != confirmAfter {
+			t.Fatalf("others down to 1: limit %d, confirm after %v; want 3 until confirmed, and %v", got, after, confirmAfter)
+		}
+		f.now = f.now.Add(confirmAfter)
+		f.observe("a", &Load{InFlight: 1})
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 7 || after != 0 {
+			t.Fatalf("confirmed: limit %d, confirm after %v; want 8 - 1 = 7 and nothing to confirm", got, after)
+		}
+		f.now = f.now.Add(time.Second)
+		f.observe("a", &Load{InFlight: 6})
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 2 || after != 0 {
+			t.Fatalf("others up to 6: limit %d, confirm after %v; want 2 at once and nothing to confirm", got, after)
+		}
+		f.now = f.now.Add(time.Second)
+		f.observe("a", &Load{InFlight: 8})
+		f.now = f.now.Add(time.Second)
+		f.observe("a", &Load{InFlight: 2}) // the backend went idle meanwhile, but not confirmed yet
+		f.now = f.now.Add(3*time.Second + time.Millisecond)
+		f.bal.RoundDone() // both reports stale: an equal share
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != 0 {
+			t.Fatalf("stale reports: limit %d, confirm after %v; want ceil(8/3) = 3 and nothing to confirm", got, after)
+		}
+		if after := f.bal.ConfirmAfter("nosuch"); after != 0 {
+			t.Fatalf("unknown backend: confirm after %v, want 0", after)
+		}
+	})
 	t.Run("state and metric show the limit and the report", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &Load{InFlight: 5, Capacity: 8})
@@ -462,9 +516,11 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 			t.Fatalf("%s: %d in flight after every lease was released", b.ID, n)
 		}
 	}
-	for _, id := range []string{"a", "b"} {
-		bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: &Load{InFlight: 0, Capacity: maxReported, At: time.Now()},
-			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
+	for range 2 { // a limit rises on the second report that shows the others gone
+		for _, id := range []string{"a", "b"} {
+			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: &Load{InFlight: 0, Capacity: maxReported, At: time.Now()},
+				Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
+		}
 	}
 	f := &fleetFixture{bal: bal, app: app}
 	got, ls := f.fill(t)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -639,5 +640,56 @@ func TestUpdateConcurrent(t *testing.T) {
 	seen := map[string]bool{}
 	for len(seen) < len(all) {
 		seen[sink.waitResult(t, "after the last reload", func(Result) bool { return true }).ID] = true
+	}
+}
+
+// confirmSink is a fakeSink that is a Confirmer: it asks for a confirmation after every answer
+// whose report says 1 in flight, and counts what it is asked.
+type confirmSink struct {
+	*fakeSink
+	after time.Duration
+	asked atomic.Int64
+}
+
+func (s *confirmSink) ConfirmAfter(r Result) time.Duration {
+	s.asked.Add(1)
+	if r.Load != nil && r.Load.InFlight == 1 {
+		return s.after
+	}
+	return 0
+}
+
+// TestConfirm checks a Sink's confirmation checks (Confirmer): asked after a regular good check,
+// one more check comes that soon; it is not asked after the confirmation itself; and the next
+// regular check keeps the phase, one interval after the check that asked.
+func TestConfirm(t *testing.T) {
+	s := fastSettings()
+	s.Interval, s.Timeout, s.MaxBackoff = 400*time.Millisecond, 300*time.Millisecond, 400*time.Millisecond
+	const slack = 100 * time.Millisecond
+	// Regular, regular asking (1), its confirmation (1 again), regular, regular.
+	b := newBackend(t, step{body: "web", load: "5/8"}, step{body: "web", load: "1/8"}, step{body: "web", load: "1/8"},
+		step{body: "web", load: "5/8"})
+	sink := &confirmSink{fakeSink: newFakeSink(), after: 150 * time.Millisecond}
+	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	var at []time.Time
+	for range 6 {
+		at = append(at, b.nextHit(t).at) // a check starts once the one before was observed and asked about
+	}
+	within := func(what string, got, want time.Duration) {
+		t.Helper()
+		if got < want-slack/2 || got > want+slack {
+			t.Errorf("%s: %v, want about %v", what, got, want)
+		}
+	}
+	within("first to second (regular)", at[1].Sub(at[0]), s.Interval)
+	within("second to its confirmation", at[2].Sub(at[1]), sink.after)
+	within("second to third regular (phase kept)", at[3].Sub(at[1]), s.Interval)
+	within("third to fourth regular", at[4].Sub(at[3]), s.Interval)
+	if got := sink.asked.Load(); got != 4 {
+		t.Errorf("ConfirmAfter asked %d times over the first 5 checks, want 4 (not after the confirmation)", got)
 	}
 }

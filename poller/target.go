@@ -24,6 +24,11 @@ type target struct {
 	gen      uint64      // of the timer allowed to start the next check
 	inFlight bool
 	started  time.Time // start of the last check
+	// confirming: the next (or running) check is a confirmation the Sink asked for
+	// (Confirmer); phase is the start of the regular check it follows, which the next regular
+	// check keeps.
+	confirming bool
+	phase      time.Time
 
 	// mu is held while a check's outcome is recorded and published; stopping takes it, so no
 	// Result of a removed target is published once Update (or Run) has returned.
@@ -87,7 +92,9 @@ func (p *Poller) stop(t *target) {
 }
 
 // fire runs one check of t, then schedules the next one interval (or, while failing, the backoff
-// delay) after this one started, so the spread phases hold.
+// delay) after this one started, so the spread phases hold. A Sink that is a Confirmer may ask
+// for one confirmation check sooner after a regular check; the regular check after it keeps the
+// phase.
 func (p *Poller) fire(t *target, gen uint64) {
 	p.mu.Lock()
 	if gen != t.gen || t.stopped || t.inFlight || !p.running {
@@ -97,6 +104,7 @@ func (p *Poller) fire(t *target, gen uint64) {
 	t.inFlight = true
 	t.started = time.Now()
 	settings := p.settings
+	confirmation := t.confirming
 	p.wg.Add(1)
 	p.mu.Unlock()
 	defer p.wg.Done()
@@ -108,9 +116,13 @@ func (p *Poller) fire(t *target, gen uint64) {
 	}
 
 	t.mu.Lock()
+	var confirm time.Duration
 	if !t.stopped {
 		t.lastBody = body
 		p.record(t, settings, o)
+		if cf, ok := p.sink.(Confirmer); ok && !confirmation && o.good() {
+			confirm = cf.ConfirmAfter(t.last)
+		}
 	}
 	t.mu.Unlock()
 
@@ -125,7 +137,16 @@ func (p *Poller) fire(t *target, gen uint64) {
 		t.resettle(p.settings) // an Update came while this check was in flight
 	}
 	p.firstCheckDoneLocked(t)
-	p.schedule(t, time.Until(t.started.Add(t.delay)))
+	next := t.started.Add(t.delay)
+	switch {
+	case t.confirming:
+		t.confirming = false
+		next = t.phase.Add(t.delay)
+	case confirm > 0 && confirm < t.delay:
+		t.confirming, t.phase = true, t.started
+		next = t.started.Add(confirm)
+	}
+	p.schedule(t, time.Until(next))
 }
 
 // record applies one check's outcome: health, result, backoff, metrics, logs, sink.

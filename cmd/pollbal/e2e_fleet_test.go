@@ -23,6 +23,9 @@ const (
 	fleetInstances = 3                      // pollbal instances (three sites)
 	fleetClients   = 24                     // concurrent clients per instance: 72 for 16 slots
 	fleetDelay     = 100 * time.Millisecond // how long each request holds its slot on the backend
+	// fleetConfirm is how long after a report that would raise a limit the confirming check
+	// comes: the limit rises then.
+	fleetConfirm = 25 * time.Millisecond
 	// fleetBackoff is how long a client waits after a 503 before asking again (it honours the
 	// spirit of Retry-After without idling for a whole second).
 	fleetBackoff = 20 * time.Millisecond
@@ -309,16 +312,13 @@ func TestEndToEndFleetSharesCapacity(t *testing.T) {
 			t.Errorf("%s: a backend had %d requests in progress, over its capacity %d", r.name, r.maxPeak(), fleetCapacity)
 		}
 	}
-	// The issue asks for < 5 % refusals; on this project's loaded 2-core test machine the runs
-	// measure 3.6-6.8 % (8.4 % under -race: a report that catches a backend between two
-	// requests lets two instances claim the same free slot). The bound here catches a
-	// regression to the storms of refusals seen without the refusal feedback (13-60 %).
-	bound := 10.0
-	if testproc.Race {
-		bound = 15
-	}
-	if p := reports.refusedPct(); p >= bound {
-		t.Errorf("with load reports, %.2f%% of forwards were refused, want < %.0f%%", p, bound)
+	// Refusals stay rare because a limit rises only when a second report, asked for 25 ms
+	// after the first, confirms it: a report that caught a backend between two requests of
+	// one client no longer sends every other instance into a refusal. Measured on this
+	// project's loaded 2-core test machine: 0-0.3 % (1-4 % before that rule); under -race,
+	// where every process is several times slower, 0.3-1.5 % (8.4 % before): the same bound.
+	if p := reports.refusedPct(); p >= 5 {
+		t.Errorf("with load reports, %.2f%% of forwards were refused, want < 5%%", p)
 	}
 	if min := 0.85 * reports.idealPerSe; !testproc.Race && reports.okPerSec < min {
 		// Under -race every process is several times slower: the figure is printed, not held.
@@ -368,8 +368,8 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 		return every(limits(a), func(l int64) bool { return l == fleetCapacity })
 	})
 	t.Logf("b and c idle: a's limits %v after %s (interval %s, requests last %s)", limits(a), grow.Round(time.Millisecond), interval, fleetDelay)
-	if max := interval + fleetDelay + 100*time.Millisecond; grow > max {
-		t.Errorf("a's limit took %s to grow, want within one interval after b's and c's requests ended (%s)", grow, max)
+	if max := interval + fleetDelay + fleetConfirm + 100*time.Millisecond; grow > max {
+		t.Errorf("a's limit took %s to grow, want within one interval (and its confirming check) after b's and c's requests ended (%s)", grow, max)
 	}
 	testproc.WaitFor(t, 2*interval, "a to use the whole capacity", func() bool {
 		for _, bk := range f.backends {
@@ -381,8 +381,8 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 	})
 
 	// b is busy again: its limit is 0 while a holds everything; a's next report (full, a
-	// holding it all) gives one slot back, b's next report shows it free, b takes it, and a's
-	// next report counts b's request.
+	// holding it all) gives one slot back, b's next report shows it free (and the check that
+	// confirms it, fleetConfirm later), b takes it, and a's next report counts b's request.
 	lb = startLoad(t, b)
 	busy := time.Now()
 	shrink := testproc.WaitFor(t, 4*interval, "a's limit to give b a slot back", func() bool {
@@ -395,9 +395,9 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 	// up to one 10 ms tick of waitFor plus a GET /api/state on the loaded machine (a run under
 	// -race measured 1.001 s against a 1 s bound), so the bound allows 50 ms of observation.
 	const observe = 50 * time.Millisecond
-	if max := 2 * interval; shrink > max+observe || served > max+fleetDelay+observe {
-		t.Errorf("a gave a slot back after %s and b was served after %s, want within two intervals (%s, +%s for a's request to end, +%s to observe it)",
-			shrink, served, max, fleetDelay, observe)
+	if max := 2 * interval; shrink > max+observe || served > max+fleetDelay+fleetConfirm+observe {
+		t.Errorf("a gave a slot back after %s and b was served after %s, want within two intervals (%s, +%s for a's request to end, +%s for b's confirming check, +%s to observe it)",
+			shrink, served, max, fleetDelay, fleetConfirm, observe)
 	}
 	testproc.WaitFor(t, 10*interval, "a to give back two slots on each backend", func() bool {
 		return every(limits(a), func(l int64) bool { return l <= fleetCapacity-2 })

@@ -339,6 +339,10 @@ func (k sink) Observe(r poller.Result) {
 		Checked: r.Checked, Load: load})
 }
 
+// ConfirmAfter lets the balancer ask for a backend's load report to be confirmed soon
+// (poller.Confirmer).
+func (k sink) ConfirmAfter(r poller.Result) time.Duration { return k.bal.ConfirmAfter(r.ID) }
+
 func (k sink) RoundDone(time.Time) {
 	k.bal.RoundDone()
 	k.warn.Round()
