@@ -124,15 +124,6 @@ func (s *Snapshot) Backends() []*Backend {
 	return out
 }
 
-// Capacity returns a backend's capacity in this snapshot: the configured one, or the one its
-// fresh load report gave (0 for an unknown backend).
-func (s *Snapshot) Capacity(b *Backend) int {
-	if m := s.byID[b.ID]; m != nil && m.b == b {
-		return int(m.capacity)
-	}
-	return 0
-}
-
 // PoolOf returns the node pool and its source for a backend id.
 func (s *Snapshot) PoolOf(id string) (pool, source string, ok bool) {
 	m := s.byID[id]
