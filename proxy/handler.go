@@ -176,6 +176,7 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			return queueOutcome(err), nil, ""
 		}
 		snap = p.bal.Snapshot() // the lease may come from a newer snapshot than the request's
+		began = p.clock.now()   // the backend timeout runs from the lease, not from the queue
 	}
 	held := true
 	defer func() {

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
+	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // A request with the most retries the configuration allows, that meets the most refusals as
@@ -126,6 +130,63 @@ func TestForwardBoundedInTime(t *testing.T) {
 	// loaded machine.
 	if elapsed < time.Duration(tried)*delay || elapsed > 2*timeout+time.Second {
 		t.Errorf("answered after %s for %d attempts of %s, want within 2 × %s", elapsed, tried, delay, timeout)
+	}
+	e.waitIdle()
+}
+
+// Regression: a request that waited in the queue longer than backend_timeout, and whose
+// backend then dropped the connection at once, was answered 504 backend_timeout (and never
+// retried): the attempt's time included the wait. The backend timeout runs from the lease.
+func TestQueueWaitIsNotBackendTime(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	addr, hits := rawBackendAddr(t, "")
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr, Capacity: 1}})
+	cfg.Proxy.BackendTimeout = timeout
+	cfg.Proxy.QueueTimeout = 10 * time.Second
+	cfg.Proxy.MaxQueue = 10
+	cfg.Proxy.EjectAfter = 0
+	e := newEnv(t, cfg, "b1")
+	snap := e.bal.Snapshot()
+	held, err := snap.Acquire(snap.AppByName("shop"), &balancer.Tried{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		code   int
+		reason string
+		err    error
+	}
+	done := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://shop.test/")
+		err := e.newClient().Do(req, resp)
+		done <- answer{resp.StatusCode(), string(resp.Header.Peek("X-Pollbal-Reason")), err}
+	}()
+	testproc.WaitFor(t, 10*time.Second, "the request to queue", func() bool {
+		for _, m := range family(t, e.balReg, "pollbal_queue_length") {
+			if m.GetGauge().GetValue() == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	testproc.WaitFor(t, 10*time.Second, "the backend timeout to pass while it waits", func() bool {
+		return time.Since(start) > timeout+100*time.Millisecond
+	})
+	held.Release()
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.code != 502 || a.reason != reasonBackendUnreachable {
+		t.Errorf("got %d %s, want 502 %s (the connection was dropped at once after the wait)", a.code, a.reason, reasonBackendUnreachable)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the backend saw %d requests, want 1", n)
 	}
 	e.waitIdle()
 }
