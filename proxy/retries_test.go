@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"bufio"
 	"fmt"
 	"net"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,33 +55,14 @@ func TestRetriesNeverRevisitABackend(t *testing.T) {
 	e.waitIdle()
 }
 
-// slowDropAddr returns a 127.0.0.1 address whose server reads one request per connection,
-// waits delay and closes the connection without answering: a failure a GET is retried after.
-func slowDropAddr(t *testing.T, delay time.Duration) (string, *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hits := new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				hits.Add(1)
-				time.Sleep(delay) // the backend's own slowness, not a wait for an event
-			}()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close() })
-	return ln.Addr().String(), hits
+// slowDrop is a backend on 127.0.0.1 that takes delay over each request and then drops its
+// connection without answering: a failure a GET is retried after.
+func slowDrop(t *testing.T, delay time.Duration) *backend {
+	return startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		time.Sleep(delay) // the backend's own slowness, not a wait for an event
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(c net.Conn) { _ = c.Close() })
+	})
 }
 
 // The whole forward is bounded by the backend timeout, however many retries are configured:
@@ -101,10 +80,10 @@ func TestForwardBoundedInTime(t *testing.T) {
 		ids      []string
 	)
 	for i := 0; i <= configs.MaxRetries; i++ {
-		addr, n := slowDropAddr(t, delay)
+		be := slowDrop(t, delay)
 		id := fmt.Sprintf("b%d", i)
-		backends = append(backends, configs.Backend{ID: id, Address: addr})
-		hits = append(hits, n)
+		backends = append(backends, configs.Backend{ID: id, Address: be.addr})
+		hits = append(hits, &be.hits)
 		ids = append(ids, id)
 	}
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends)

@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"context"
-	"net"
-	"sync/atomic"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -13,45 +10,31 @@ import (
 	"pollbal/configs"
 )
 
-// dialCounter is a real fasthttp backend on 127.0.0.1 that counts the connections it accepted.
+// dialCounter is a real fasthttp backend on 127.0.0.1 that counts the connections its requests
+// came on.
 type dialCounter struct {
-	addr  string
-	dials atomic.Int64
-}
-
-type countingListener struct {
-	net.Listener
-	n *atomic.Int64
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
-	}
-	return c, err
+	*backend
+	mu    sync.Mutex
+	conns map[uint64]bool
 }
 
 func startDialCounter(t *testing.T) *dialCounter {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &dialCounter{addr: ln.Addr().String()}
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(countingListener{Listener: ln, n: &d.dials})
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.ShutdownWithContext(ctx)
-		<-done
+	d := &dialCounter{conns: map[uint64]bool{}}
+	d.backend = startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		d.mu.Lock()
+		d.conns[ctx.ConnID()] = true
+		d.mu.Unlock()
+		ctx.SetBodyString("ok")
 	})
 	return d
+}
+
+// dials is the number of connections the backend has seen requests on.
+func (d *dialCounter) dials() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.conns)
 }
 
 // forwardOn forwards one GET for host the way the handler does, but on snap, as a request that
@@ -93,7 +76,7 @@ func TestOldAndNewSnapshotsShareConnections(t *testing.T) {
 			}
 		}
 	}
-	if n := be.dials.Load(); n != 1 {
+	if n := be.dials(); n != 1 {
 		t.Errorf("%d connections to the backend for %d requests alternating between two snapshots, want 1", n, 2*rounds)
 	}
 	if n := e.p.upstreams.get(cur, backendOf(t, e.bal, "b1")).idleCount(); n != 1 {
@@ -138,7 +121,7 @@ func TestPoolsFollowTheBalancer(t *testing.T) {
 	if got := e.p.upstreams.get(cur, stayB); got != stayPool {
 		t.Error("the backend that stayed (capacity 5 → 9) got a new pool")
 	}
-	if n := stay.dials.Load(); n != 1 {
+	if n := stay.dials(); n != 1 {
 		t.Errorf("%d connections to the backend that stayed, want 1 (its idle one reused)", n)
 	}
 	tbl := e.p.upstreams.t.Load()
@@ -157,7 +140,7 @@ func TestPoolsFollowTheBalancer(t *testing.T) {
 	if n := leavePool.idleCount(); n != 0 {
 		t.Errorf("%d idle connections kept to the removed backend after a request on the old snapshot, want 0", n)
 	}
-	if n := leave.dials.Load(); n != 2 {
+	if n := leave.dials(); n != 2 {
 		t.Errorf("%d connections to the removed backend, want 2 (the request on the old snapshot dialled its own)", n)
 	}
 	if got := e.p.upstreams.t.Load(); got != tbl {
