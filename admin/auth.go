@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
+
+	"pollbal/secretfile"
 )
 
 // readToken reads and trims the bearer token; "" means the admin API is disabled (nil digest).
@@ -16,15 +17,11 @@ func readToken(path string) (*[32]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	token, err := secretfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read token: %w", err)
 	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return nil, fmt.Errorf("token file %s is empty", path)
-	}
-	d := sha256.Sum256([]byte(token))
+	d := sha256.Sum256(token)
 	return &d, nil
 }
 

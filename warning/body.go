@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"strings"
 )
 
 // Body is the /pool_warning body line for g, without the trailing newline:
@@ -28,18 +26,4 @@ func Signature(secret []byte, timestamp, body string) string {
 	m.Write([]byte("\n"))
 	m.Write([]byte(body))
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// ReadSecret reads the shared warning secret from path, with surrounding whitespace trimmed.
-// An empty secret is an error, so that a truncated file never turns signing into a no-op.
-func ReadSecret(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read warning secret: %w", err)
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return nil, fmt.Errorf("read warning secret %s: file is empty", path)
-	}
-	return []byte(s), nil
 }

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"pollbal/internal/testproc"
+	"pollbal/secretfile"
 )
 
 // wait blocks until every POST started so far has finished. Tests call it only after their
@@ -431,37 +432,6 @@ func TestNewSenderErrors(t *testing.T) {
 	})
 }
 
-func TestReadSecret(t *testing.T) {
-	dir := t.TempDir()
-	tests := []struct {
-		name    string
-		content *string
-		want    string
-		wantErr bool
-	}{
-		{name: "trimmed", content: strPtr("  s3cret\n\n"), want: "s3cret"},
-		{name: "inner spaces kept", content: strPtr("a b\n"), want: "a b"},
-		{name: "empty is an error", content: strPtr(" \n\t"), wantErr: true},
-		{name: "missing is an error", content: nil, wantErr: true},
-	}
-	for i, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(dir, "secret"+string(rune('a'+i)))
-			if tc.content != nil {
-				if err := os.WriteFile(path, []byte(*tc.content), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := ReadSecret(path)
-			if (err != nil) != tc.wantErr || string(got) != tc.want {
-				t.Fatalf("ReadSecret() = %q, %v; want %q, err %v", got, err, tc.want, tc.wantErr)
-			}
-		})
-	}
-}
-
-func strPtr(s string) *string { return &s }
-
 // TestSenderAgainstExampleBackend checks the signature end to end with the example backend's
 // own verification (a real process on 127.0.0.1).
 func TestSenderAgainstExampleBackend(t *testing.T) {
@@ -477,7 +447,7 @@ func TestSenderAgainstExampleBackend(t *testing.T) {
 	lock := filepath.Join(dir, "lock")
 	backendAddr := startExampleBackend(t, bin, "-listen", "127.0.0.1:0", "-id", "ex", "-lock-file", lock, "-secret-file", secretFile)
 
-	secret, err := ReadSecret(secretFile)
+	secret, err := secretfile.Read(secretFile)
 	if err != nil {
 		t.Fatal(err)
 	}

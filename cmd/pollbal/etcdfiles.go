@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"pollbal/configs"
+	"pollbal/secretfile"
 )
 
 // etcdCredentials is what the files of admin.store.etcd hold.
@@ -26,15 +26,11 @@ func loadEtcdFiles(e *configs.Etcd) (etcdCredentials, []string) {
 		problems = append(problems, "admin.store.etcd."+key+": "+err.Error())
 	}
 	if e.PasswordFile != "" {
-		data, err := os.ReadFile(e.PasswordFile)
-		switch {
-		case err != nil:
+		p, err := secretfile.Read(e.PasswordFile)
+		if err != nil {
 			fail("password_file", err)
-		case strings.TrimSpace(string(data)) == "":
-			fail("password_file", fmt.Errorf("%s is empty", e.PasswordFile))
-		default:
-			out.password = strings.TrimSpace(string(data))
 		}
+		out.password = string(p)
 	}
 	if !e.TLS() {
 		return out, problems

@@ -23,6 +23,7 @@ import (
 	"pollbal/poller"
 	"pollbal/proxy"
 	"pollbal/report"
+	"pollbal/secretfile"
 	"pollbal/store"
 	"pollbal/warning"
 )
@@ -191,7 +192,7 @@ func readSecret(path string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
-	secret, err := warning.ReadSecret(path)
+	secret, err := secretfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("warning.secret_file: %w", err)
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"pollbal/secretfile"
 )
 
 // shutdownTimeout bounds how long in-flight requests may run after a signal.
@@ -93,9 +95,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var secret []byte
 	if f.secretFile != "" {
-		s, err := readSecret(f.secretFile)
+		s, err := secretfile.Read(f.secretFile)
 		if err != nil {
-			fmt.Fprintf(stderr, "example-backend: %v\n", err)
+			fmt.Fprintf(stderr, "example-backend: read secret: %v\n", err)
 			return 1
 		}
 		secret = s
@@ -149,17 +151,4 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 	<-errc
 	logger.Info("stopped")
 	return 0
-}
-
-// readSecret returns the trimmed contents of path; an empty secret is an error.
-func readSecret(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read secret: %w", err)
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return nil, fmt.Errorf("read secret %s: file is empty", path)
-	}
-	return []byte(s), nil
 }
