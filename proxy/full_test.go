@@ -273,3 +273,51 @@ func countEvents(bal *balancer.Balancer, kind string) int {
 	}
 	return n
 }
+
+// TestBackendFullNothingLeftQueues checks the same with proxy.queue_timeout set: a request that
+// every candidate refused as full waits in the queue as a request to an exhausted pool does,
+// raising pool_exhausted as it does, and gets the same answer when no slot frees in time.
+func TestBackendFullNothingLeftQueues(t *testing.T) {
+	cbs := []configs.Backend{{ID: "a", Address: fullBackend(t).addr}, {ID: "b", Address: fullBackend(t).addr}}
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs)
+	cfg.Proxy.QueueTimeout, cfg.Proxy.MaxQueue = 100*time.Millisecond, 10
+
+	// An exhausted pool: every slot held; the request queues and times out.
+	e := newEnv(t, cfg, "a", "b")
+	app := e.bal.Snapshot().Route([]byte("shop.test"))
+	var leases []balancer.Lease
+	for range 20 {
+		l, err := e.bal.Snapshot().Acquire(app, nil)
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		leases = append(leases, l)
+	}
+	exhausted := e.do("GET", "shop.test", "/", "")
+	for _, l := range leases {
+		l.Release()
+	}
+	if exhausted.code != 503 || exhausted.headers["x-pollbal-reason"] != "queue_timeout" {
+		t.Fatalf("exhausted pool with a queue answered %v, want 503 queue_timeout", exhausted)
+	}
+	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 1 {
+		t.Fatalf("exhausted pool with a queue: pollbal_pool_exhausted_total %v, want 1", got)
+	}
+
+	// Refused by both backends: the same.
+	e = newEnv(t, cfg, "a", "b")
+	r := e.do("GET", "shop.test", "/", "")
+	if r.code != exhausted.code || r.body != exhausted.body || !sameHeaders(r.headers, exhausted.headers, "date") {
+		t.Fatalf("refused by both backends: got %v, want the exhausted pool's answer %v", r, exhausted)
+	}
+	if got := backendCounter(t, e.balReg, "pollbal_backend_full_total", "a") + backendCounter(t, e.balReg, "pollbal_backend_full_total", "b"); got != 2 {
+		t.Errorf("%v refusals, want 2 (one by each backend, then the queue)", got)
+	}
+	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 1 {
+		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v, want 1", got)
+	}
+	if n := countEvents(e.bal, "pool_exhausted"); n != 1 {
+		t.Errorf("%d pool_exhausted events, want 1", n)
+	}
+	e.waitIdle()
+}

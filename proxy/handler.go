@@ -94,7 +94,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 				break
 			}
 		}
-		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue)
+		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue, last == nil && full > 0)
 		switch o {
 		case outcomeOK:
 			if http10 && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0 {
@@ -127,11 +127,6 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			return
 		}
 		if o == outcomeNoCandidate {
-			if last == nil && full > 0 {
-				// Every candidate refused it as full: nothing is left, as for an exhausted
-				// pool, and Acquire raised no alarm since this was not a first try.
-				snap.Exhausted(app)
-			}
 			break
 		}
 		failed, last, pool = o, b, lp
@@ -165,9 +160,16 @@ const _ uint = balancer.MaxTried - (configs.MaxRetries + maxFullRefusals)
 // bench/TUNING.md): the watchdog closes a backend connection whose request outlasts
 // timeout, and a forward that failed after lasting timeout is a timeout, not a failed
 // connection.
-func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool, queue *bool) (outcome, *balancer.Backend, string) {
+//
+// refusedOnly says that every candidate tried so far refused the request as full: when none is
+// left, the request is handled as for an exhausted pool, pool_exhausted included (Acquire
+// raises it only on a first try), whether it then queues or is answered.
+func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool, queue *bool, refusedOnly bool) (outcome, *balancer.Backend, string) {
 	lease, err := snap.Acquire(app, tried)
 	if err != nil {
+		if refusedOnly {
+			snap.Exhausted(app)
+		}
 		if !*queue {
 			return outcomeNoCandidate, nil, ""
 		}
