@@ -53,12 +53,43 @@ type server struct {
 	proxyLn, tlsLn, adminLn net.Listener // proxyLn is nil when listen is "", tlsLn without TLS
 }
 
-func newServer(path string, log *slog.Logger) (*server, error) {
+// newServer loads the configuration at path and builds one instance from it: its metrics, the
+// admin moves the last run kept, the request pipeline, the admin side, the TLS certificates
+// and the listeners. When it fails, nothing it opened stays open.
+func newServer(path string, log *slog.Logger) (_ *server, err error) {
 	cfg, err := configs.Load(path)
 	if err != nil {
 		return nil, err
 	}
 	s := &server{path: path, log: log, reg: prometheus.NewRegistry(), cfg: cfg}
+	defer func() {
+		if err != nil {
+			s.closeBuilt()
+		}
+	}()
+	s.registerMetrics()
+	overrides, err := loadOverrides(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err = s.buildPipeline(cfg, overrides); err != nil {
+		return nil, err
+	}
+	if err = s.buildAdmin(cfg, overrides); err != nil {
+		return nil, err
+	}
+	if s.certs, err = newCertStore(cfg); err != nil {
+		return nil, err
+	}
+	raiseFileLimit(log, filesNeeded(cfg))
+	if err = s.listen(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// registerMetrics registers the Go and process collectors and the reload metrics.
+func (s *server) registerMetrics() {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "pollbal_config_last_reload_successful",
@@ -67,8 +98,11 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	s.reg.MustRegister(s.reloadOK)
 	s.reloadOK.Set(1)
 	s.reloadRejected = newReloadRejected(s.reg)
+}
 
-	// Temporary files of state-file writes that a crash interrupted are never read again.
+// loadOverrides reads the admin moves that the state file kept, after removing the temporary
+// files of writes that a crash interrupted (they are never read again).
+func loadOverrides(cfg *configs.Config, log *slog.Logger) (map[string]string, error) {
 	removed, err := admin.RemoveStaleTemps(cfg.Admin.StateFile)
 	if len(removed) > 0 {
 		log.Info("removed temporary files that interrupted state-file writes left behind", "files", removed)
@@ -80,61 +114,82 @@ func newServer(path string, log *slog.Logger) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin.state_file: %w", err)
 	}
+	return overrides, nil
+}
+
+// buildPipeline builds what requests and checks go through: the balancer, the warning tracker
+// that reads it after every check round, the poller that feeds both, and the proxy.
+func (s *server) buildPipeline(cfg *configs.Config, overrides map[string]string) error {
+	var err error
 	s.bal, err = balancer.New(balancer.Options{
-		Config: cfg, Overrides: overrides, Version: version, Logger: log, Registerer: s.reg,
+		Config: cfg, Overrides: overrides, Version: version, Logger: s.log, Registerer: s.reg,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	secret, err := readSecret(cfg.Warning.SecretFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.warn, err = warning.NewTracker(warning.TrackerOptions{
-		Members: s.bal, Events: s.bal.Events(), Config: cfg, Secret: secret, Logger: log, Registerer: s.reg,
+		Members: s.bal, Events: s.bal.Events(), Config: cfg, Secret: secret, Logger: s.log, Registerer: s.reg,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.poll, err = poller.New(poller.Options{
 		Site: cfg.Site, Version: version, Settings: cfg.Poll, Targets: targets(cfg),
-		Sink: sink{bal: s.bal, warn: s.warn}, Logger: log, Registerer: s.reg,
+		Sink: sink{bal: s.bal, warn: s.warn}, Logger: s.log, Registerer: s.reg,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.proxy, err = proxy.New(proxy.Options{Balancer: s.bal, Logger: log, Registerer: s.reg})
-	if err != nil {
-		return nil, err
+	s.proxy, err = proxy.New(proxy.Options{Balancer: s.bal, Logger: s.log, Registerer: s.reg})
+	return err
+}
+
+// buildAdmin builds the store of moves (etcd, starting from the moves the state file kept, or
+// none) and the admin server over the pipeline.
+func (s *server) buildAdmin(cfg *configs.Config, overrides map[string]string) error {
+	if err := s.newMoveStore(cfg, overrides); err != nil {
+		return err
 	}
 	var moveStore admin.MoveStore
-	if err := s.newMoveStore(cfg, overrides); err != nil {
-		return nil, err
-	}
 	if s.moves != nil {
 		moveStore = s.moves
 	}
+	var err error
 	s.admin, err = admin.New(admin.Options{
 		Balancer: s.bal, Warnings: s.warn, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile, StateFile: cfg.Admin.StateFile,
-		Store: moveStore, Reload: s.reload, Logger: log,
+		Store: moveStore, Reload: s.reload, Logger: s.log,
 	})
+	return err
+}
+
+// newCertStore loads the TLS listener's certificates; nil without tls.listen.
+func newCertStore(cfg *configs.Config) (*certs.Store, error) {
+	if cfg.TLS.Listen == "" {
+		return nil, nil
+	}
+	set, minVersion, err := loadCertificates(cfg)
 	if err != nil {
-		s.closeMoveStore()
 		return nil, err
 	}
-	if cfg.TLS.Listen != "" {
-		set, minVersion, err := loadCertificates(cfg)
-		if err != nil {
-			return nil, err
-		}
-		s.certs = certs.NewStore(set, minVersion)
+	return certs.NewStore(set, minVersion), nil
+}
+
+// closeBuilt closes what a failing newServer had built: the store's etcd client (whose
+// goroutines and connections would otherwise stay), the warning tracker and the balancer (with
+// nothing in flight before run, their Close returns at once). A failing listen closes the
+// listeners it opened itself.
+func (s *server) closeBuilt() {
+	s.closeMoveStore()
+	if s.warn != nil {
+		s.warn.Close()
 	}
-	raiseFileLimit(log, filesNeeded(cfg))
-	if err := s.listen(cfg); err != nil {
-		s.closeMoveStore()
-		return nil, err
+	if s.bal != nil {
+		s.bal.Close()
 	}
-	return s, nil
 }
 
 // listen opens the listeners of cfg: plain (unless listen is ""), TLS (when tls.listen is set)
