@@ -176,7 +176,7 @@ func TestStatusPageFleet(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	f.markReady("web-1", "web-3")
 	now := time.Now()
-	f.bal.Observe(balancer.Observation{ID: "web-1", Ready: true, Checked: now, Load: &balancer.Load{InFlight: 5, At: now},
+	f.bal.Observe(balancer.Observation{ID: "web-1", Ready: true, Checked: now, Load: &report.Load{InFlight: 5, At: now},
 		Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
 	f.bal.RoundDone()
 	resp := f.do(t, "GET", "/", "", "")

@@ -39,9 +39,9 @@ type Observation struct {
 	Reason  string
 	Reports []report.Report
 	Checked time.Time
-	// Load is the last good answer's X-Pool-Load report (nil when it had none); MineThen is
-	// ignored: the balancer records its own in-flight when it first sees the report.
-	Load *Load
+	// Load is the last good answer's X-Pool-Load report (nil when it had none); the balancer
+	// stamps it with its own in-flight when it first sees it.
+	Load *report.Load
 }
 
 // Balancer owns the snapshot, the runtime backends, admin overrides, events and alarms. It is

@@ -4,20 +4,20 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // reportMaxAge is how many poll intervals a load report stays fresh: an older one counts as no
 // report.
 const reportMaxAge = 3
 
-// Load is what a backend's last good /pool answer said about its own load (its X-Pool-Load
-// header), kept with when the answer arrived and how many requests this instance had in
-// flight on the backend at that moment. A Load value is immutable once published.
+// Load is a backend's last load report as this instance keeps it: what its last good /pool
+// answer said about its own load (X-Pool-Load) and when the answer arrived, stamped with how
+// many requests this instance had in flight on the backend at that moment. A Load value is
+// immutable once published.
 type Load struct {
-	InFlight int64     // requests the backend had in progress, from every balancer and client
-	Capacity int64     // the capacity it reported; 0 when it reported none
-	At       time.Time // when the answer arrived
-	MineThen int64     // this instance's in-flight on the backend when the answer arrived
+	report.Load
+	MineThen int64 // this instance's in-flight on the backend when the answer arrived
 	// The report before this one: what it said the others had in progress, and when it
 	// arrived (zero when there was none).
 	PrevOthers int64
@@ -157,13 +157,11 @@ func (b *Balancer) observeLoad(rt *Backend, o Observation) {
 		if cur != nil && cur.At.Equal(o.Load.At) && cur.InFlight == o.Load.InFlight && cur.Capacity == o.Load.Capacity {
 			l = cur
 		} else {
-			fresh := *o.Load
-			fresh.MineThen = rt.InFlight()
-			fresh.PrevOthers, fresh.PrevAt = 0, time.Time{}
+			fresh := &Load{Load: *o.Load, MineThen: rt.InFlight()}
 			if cur != nil {
 				fresh.PrevOthers, fresh.PrevAt = cur.others(), cur.At
 			}
-			l = &fresh
+			l = fresh
 		}
 	}
 	rt.load.Store(l)

@@ -40,107 +40,107 @@ func TestFleetLimit(t *testing.T) {
 			want: fleetDecision{Capacity: 10, Limit: 10}},
 		{name: "fresh report, others hold 5 of 8",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 7, At: t0.Add(-500 * time.Millisecond), MineThen: 2}},
+				Report: &Load{Load: report.Load{InFlight: 7, At: t0.Add(-500 * time.Millisecond)}, MineThen: 2}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
 		{name: "fresh report, the backend idle: the whole capacity",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 0, At: t0}},
+				Report: &Load{Load: report.Load{InFlight: 0, At: t0}}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "fresh report, all in flight is mine: the whole capacity",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 6, At: t0, MineThen: 6}},
+				Report: &Load{Load: report.Load{InFlight: 6, At: t0}, MineThen: 6}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "reported below mine_then (my requests ended first): others is 0",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 1, At: t0, MineThen: 4}},
+				Report: &Load{Load: report.Load{InFlight: 1, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "others hold it all: nothing left",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 8, At: t0, MineThen: 0}},
+				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 0}},
 			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
 		{name: "others over capacity: 0, never negative",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 12, At: t0, MineThen: 1}},
+				Report: &Load{Load: report.Load{InFlight: 12, At: t0}, MineThen: 1}},
 			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
 		{name: "full, holding it all while others are idle: one slot back",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 8, At: t0, MineThen: 8}},
+				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 8}},
 			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
 		{name: "full, holding more than a share and than the others together: one slot back",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 8, At: t0, MineThen: 5}},
+				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 5}},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true}},
 		{name: "full, holding no more than the others together: keeps it",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 8, At: t0, MineThen: 4}},
+				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true}},
 		{name: "full, holding an equal share: keeps it",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 8, At: t0, MineThen: 3}},
+				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 3}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
 		{name: "not full: no slot back",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 7, At: t0, MineThen: 7}},
+				Report: &Load{Load: report.Load{InFlight: 7, At: t0}, MineThen: 7}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "one instance alone: others' load leaves what is left, down to 0",
 			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 9, At: t0, MineThen: 0}},
+				Report: &Load{Load: report.Load{InFlight: 9, At: t0}, MineThen: 0}},
 			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
 		{name: "more instances than capacity: no floor",
 			in: fleetInput{Configured: 2, Instances: 5, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 2, At: t0, MineThen: 0}},
+				Report: &Load{Load: report.Load{InFlight: 2, At: t0}, MineThen: 0}},
 			want: fleetDecision{Capacity: 2, Limit: 0, Fresh: true}},
 		{name: "reported capacity wins over the configured one",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 10, Capacity: 32, At: t0, MineThen: 4}},
+				Report: &Load{Load: report.Load{InFlight: 10, Capacity: 32, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 32, Limit: 26, Fresh: true}},
 		{name: "reported capacity below the configured one wins too",
 			in: fleetInput{Configured: 100, Instances: 1, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 3, Capacity: 4, At: t0}},
+				Report: &Load{Load: report.Load{InFlight: 3, Capacity: 4, At: t0}}},
 			want: fleetDecision{Capacity: 4, Limit: 1, Fresh: true}},
 		{name: "a lone instance never gives a slot back",
 			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 8, At: t0, MineThen: 8}},
+				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 8}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "the share follows the reported capacity",
 			in: fleetInput{Configured: 100, Instances: 2, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 4, Capacity: 4, At: t0, MineThen: 4}},
+				Report: &Load{Load: report.Load{InFlight: 4, Capacity: 4, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 4, Limit: 3, Fresh: true}},
 		{name: "report exactly 3 intervals old is still fresh",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 3, At: t0.Add(-3 * sec)}},
+				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(-3 * sec)}}},
 			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true}},
 		{name: "report older than 3 intervals counts as none (its capacity too)",
 			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 6, Capacity: 40, At: t0.Add(-3*sec - time.Millisecond)}},
+				Report: &Load{Load: report.Load{InFlight: 6, Capacity: 40, At: t0.Add(-3*sec - time.Millisecond)}}},
 			want: fleetDecision{Capacity: 8, Limit: 4}},
 		{name: "staleness scales with the interval",
 			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: 100 * time.Millisecond,
-				Report: &Load{InFlight: 6, At: t0.Add(-time.Second)}},
+				Report: &Load{Load: report.Load{InFlight: 6, At: t0.Add(-time.Second)}}},
 			want: fleetDecision{Capacity: 8, Limit: 4}},
 		{name: "a rise waits for a second report: the previous report's others still count",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 3, At: t0, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-sec)}},
+				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
 		{name: "two reports agree: the limit rises",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 3, At: t0, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-25 * time.Millisecond)}},
+				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-25 * time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
 		{name: "others grew since the previous report: the latest counts at once",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 8, At: t0, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-sec)}},
+				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true}},
 		{name: "a previous report older than 3 intervals does not count",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 3, At: t0, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
+				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
 		{name: "the previous report's others are what is left of a reported capacity too",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 0, Capacity: 32, At: t0, PrevOthers: 20, PrevAt: t0.Add(-sec)}},
+				Report: &Load{Load: report.Load{InFlight: 0, Capacity: 32, At: t0}, PrevOthers: 20, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 32, Limit: 12, Fresh: true}},
 		{name: "a report from the future (clock step) is fresh",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{InFlight: 3, At: t0.Add(time.Minute)}},
+				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(time.Minute)}}},
 			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true}},
 	}
 	for _, tt := range tests {
@@ -205,7 +205,7 @@ func newFleetFixture(t *testing.T, instances int) *fleetFixture {
 }
 
 // observe reports a good check of id at the fixture's clock, with load report l (nil: none).
-func (f *fleetFixture) observe(id string, l *Load) {
+func (f *fleetFixture) observe(id string, l *report.Load) {
 	if l != nil {
 		l.At = f.now
 	}
@@ -265,8 +265,8 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a fresh report leaves this instance what the others do not use", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &Load{InFlight: 5}) // the other instances hold 5 of a's 8
-		f.observe("b", &Load{InFlight: 0})
+		f.observe("a", &report.Load{InFlight: 5}) // the other instances hold 5 of a's 8
+		f.observe("b", &report.Load{InFlight: 0})
 		if f.limit("a") != 3 || f.limit("b") != 8 {
 			t.Fatalf("limits a=%d b=%d, want 3 and 8", f.limit("a"), f.limit("b"))
 		}
@@ -278,7 +278,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("mine_then: my own in-flight in the report is not counted as others'", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &Load{InFlight: 0})
+		f.observe("a", &report.Load{InFlight: 0})
 		var ls []Lease
 		for range 2 {
 			l, err := f.bal.Snapshot().Acquire(f.app, &Tried{n: 1, bs: [MaxTried]*Backend{f.bal.Snapshot().byID["b"].b}})
@@ -289,7 +289,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		}
 		defer release(ls)
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &Load{InFlight: 6}) // my 2 and the others' 4
+		f.observe("a", &report.Load{InFlight: 6}) // my 2 and the others' 4
 		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 2 {
 			t.Fatalf("mine_then %d, want 2", got)
 		}
@@ -299,8 +299,8 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("ranking by limit - mine steers to the most spare fleet-wide", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &Load{InFlight: 6}) // a: limit 2
-		f.observe("b", &Load{InFlight: 2}) // b: limit 6
+		f.observe("a", &report.Load{InFlight: 6}) // a: limit 2
+		f.observe("b", &report.Load{InFlight: 2}) // b: limit 6
 		var order []string
 		for range 5 {
 			l, err := f.bal.Snapshot().Acquire(f.app, nil)
@@ -319,7 +319,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a report older than 3 intervals counts as none after the round", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &Load{InFlight: 0})
+		f.observe("a", &report.Load{InFlight: 0})
 		if got := f.limit("a"); got != 8 {
 			t.Fatalf("fresh: limit %d, want 8", got)
 		}
@@ -339,7 +339,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a reported capacity wins, and goes when the report does", func(t *testing.T) {
 		f := newFleetFixture(t, 1)
-		f.observe("a", &Load{InFlight: 0, Capacity: 20})
+		f.observe("a", &report.Load{InFlight: 0, Capacity: 20})
 		st := f.bal.State().Backends[0]
 		if st.Capacity != 20 || st.Limit != 20 {
 			t.Fatalf("capacity %d limit %d, want 20 and 20", st.Capacity, st.Limit)
@@ -349,7 +349,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		if got["a"] != 20 {
 			t.Fatalf("leases on a %d, want 20", got["a"])
 		}
-		f.observe("a", &Load{InFlight: 2, Capacity: 4})
+		f.observe("a", &report.Load{InFlight: 2, Capacity: 4})
 		if st := f.bal.State().Backends[0]; st.Capacity != 4 || st.Limit != 2 {
 			t.Fatalf("capacity %d limit %d, want 4 and 2", st.Capacity, st.Limit)
 		}
@@ -360,7 +360,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("the same report again keeps its mine_then", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		l := &Load{InFlight: 4}
+		l := &report.Load{InFlight: 4}
 		f.observe("a", l)
 		lease, err := f.bal.Snapshot().Acquire(f.app, nil)
 		if err != nil {
@@ -369,14 +369,14 @@ func TestFleetLimitSchedules(t *testing.T) {
 		defer lease.Release()
 		// A failed check under fall > 1: still ready, the last good answer's report again.
 		f.bal.Observe(Observation{ID: "a", Ready: true, Reason: "status 503", Checked: f.now.Add(time.Second),
-			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}, Load: &Load{InFlight: 4, At: l.At}})
+			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}, Load: &report.Load{InFlight: 4, At: l.At}})
 		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 0 {
 			t.Fatalf("mine_then %d, want 0 (taken when the report first arrived)", got)
 		}
 	})
 	t.Run("a refusal lowers the limit to what is in flight until the next report", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &Load{InFlight: 0}) // a: limit 8
+		f.observe("a", &report.Load{InFlight: 0}) // a: limit 8
 		s := f.bal.Snapshot()
 		except := &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}}
 		var ls []Lease
@@ -397,36 +397,36 @@ func TestFleetLimitSchedules(t *testing.T) {
 			t.Fatalf("pollbal_backend_full_total{backend=a} = %v, want 1", got)
 		}
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &Load{InFlight: 2})
+		f.observe("a", &report.Load{InFlight: 2})
 		if got := f.limit("a"); got != 8 {
 			t.Fatalf("after the next report: limit %d, want 8 again", got)
 		}
 	})
 	t.Run("a limit rises on a second report, asked for soon; it falls at once", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &Load{InFlight: 5})
+		f.observe("a", &report.Load{InFlight: 5})
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != 0 {
 			t.Fatalf("first report, others 5: limit %d, confirm after %v; want 3 and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &Load{InFlight: 1}) // others 1: perhaps a request between two of its client's
+		f.observe("a", &report.Load{InFlight: 1}) // others 1: perhaps a request between two of its client's
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != confirmAfter {
 			t.Fatalf("others down to 1: limit %d, confirm after %v; want 3 until confirmed, and %v", got, after, confirmAfter)
 		}
 		f.now = f.now.Add(confirmAfter)
-		f.observe("a", &Load{InFlight: 1})
+		f.observe("a", &report.Load{InFlight: 1})
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 7 || after != 0 {
 			t.Fatalf("confirmed: limit %d, confirm after %v; want 8 - 1 = 7 and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &Load{InFlight: 6})
+		f.observe("a", &report.Load{InFlight: 6})
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 2 || after != 0 {
 			t.Fatalf("others up to 6: limit %d, confirm after %v; want 2 at once and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &Load{InFlight: 8})
+		f.observe("a", &report.Load{InFlight: 8})
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &Load{InFlight: 2}) // the backend went idle meanwhile, but not confirmed yet
+		f.observe("a", &report.Load{InFlight: 2}) // the backend went idle meanwhile, but not confirmed yet
 		f.now = f.now.Add(3*time.Second + time.Millisecond)
 		f.bal.RoundDone() // both reports stale: an equal share
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != 0 {
@@ -438,7 +438,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("state and metric show the limit and the report", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &Load{InFlight: 5, Capacity: 8})
+		f.observe("a", &report.Load{InFlight: 5, Capacity: 8})
 		f.now = f.now.Add(250 * time.Millisecond)
 		st := f.bal.State().Backends
 		if st[0].Load == nil || *st[0].Load != (LoadState{InFlight: 5, Capacity: 8, AgeMs: 250}) {
@@ -501,7 +501,7 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 2000; i++ {
 		for _, id := range []string{"a", "b"} {
-			l := &Load{InFlight: int64(rng.IntN(10)), Capacity: []int64{0, 4, maxReported}[rng.IntN(3)], At: time.Now()}
+			l := &report.Load{InFlight: int64(rng.IntN(10)), Capacity: []int64{0, 4, maxReported}[rng.IntN(3)], At: time.Now()}
 			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: l,
 				Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
 		}
@@ -518,7 +518,7 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 	}
 	for range 2 { // a limit rises on the second report that shows the others gone
 		for _, id := range []string{"a", "b"} {
-			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: &Load{InFlight: 0, Capacity: maxReported, At: time.Now()},
+			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: &report.Load{InFlight: 0, Capacity: maxReported, At: time.Now()},
 				Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
 		}
 	}

@@ -153,7 +153,7 @@ func TestBackendCannotMoveItself(t *testing.T) {
 	b.Observe(Observation{ID: "x", Ready: true, Reports: []report.Report{
 		{Service: "web", Status: report.Serving}, {Service: "default", Status: report.Serving}, {Service: "pool-acme", Status: report.Serving},
 	}})
-	if pool, source, _ := b.Snapshot().PoolOf("x"); pool != "unassigned" || source != SourceConfig {
+	if pool, source, _ := b.Snapshot().PoolOf("x"); pool != "unassigned" || source != configs.PoolSourceConfig {
 		t.Fatalf("pool %s (%s), want unassigned (config)", pool, source)
 	}
 	if _, err := b.Snapshot().Acquire(b.Snapshot().AppByName("www"), nil); !errors.Is(err, ErrNoCandidate) {

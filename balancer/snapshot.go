@@ -9,14 +9,6 @@ import (
 	"pollbal/report"
 )
 
-// Pool sources, in the order they are consulted.
-const (
-	SourceAdmin   = "admin"
-	SourceConfig  = "config"
-	SourceOwner   = "owner"
-	SourceDefault = "default"
-)
-
 // member is one backend as it appears in a snapshot.
 type member struct {
 	b        *Backend
@@ -156,7 +148,7 @@ type buildInput struct {
 // resolveBackendPool applies the ownership order: admin override, config pool, pool-<owner>, default.
 func resolveBackendPool(b configs.Backend, overrides map[string]string) (pool, source string) {
 	if p, ok := overrides[b.ID]; ok {
-		return p, SourceAdmin
+		return p, configs.PoolSourceAdmin
 	}
 	return configs.BackendPool(b)
 }

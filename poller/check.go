@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/report"
 )
 
 // client is one target's keep-alive HTTP client and the body limit it was built with.
@@ -58,7 +60,7 @@ func request(req *fasthttp.Request, address, userAgent, site string) {
 // target's last good answer and its body: an unchanged body reuses the parsed reports, which
 // saves the parse and the allocations. It returns the body to keep for the next check (prevBody's
 // buffer is reused). c must not be used by another check at the same time.
-func check(c *client, address, userAgent, site string, timeout time.Duration, prevBody []byte, prev []Report) (outcome, []byte) {
+func check(c *client, address, userAgent, site string, timeout time.Duration, prevBody []byte, prev []report.Report) (outcome, []byte) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -96,7 +98,7 @@ func check(c *client, address, userAgent, site string, timeout time.Duration, pr
 // readLoad reads a good answer's X-Pool-Load header: the report (its arrival time is set when
 // the outcome is recorded), or, for a malformed value, that value quoted and cut short for the
 // log. Neither when the header is absent.
-func readLoad(h *fasthttp.ResponseHeader) (*Load, string) {
+func readLoad(h *fasthttp.ResponseHeader) (*report.Load, string) {
 	v := h.Peek(HeaderLoad)
 	if len(v) == 0 {
 		return nil, ""
@@ -105,7 +107,7 @@ func readLoad(h *fasthttp.ResponseHeader) (*Load, string) {
 	if err != nil {
 		return nil, capReason(strconv.Quote(string(v)))
 	}
-	return &Load{InFlight: n, Capacity: c}, ""
+	return &report.Load{InFlight: n, Capacity: c}, ""
 }
 
 // classify turns a failed request into a short reason for the state API and logs, and the

@@ -1,10 +1,11 @@
 package poller
 
 import (
-	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"pollbal/report"
 )
 
 // reasonNotChecked is the Reason of a target before its first check.
@@ -42,11 +43,11 @@ func (h health) next(good bool, rise, fall int) health {
 
 // outcome is what one check found: either reports (good) or a reason (failed).
 type outcome struct {
-	reports  []Report // non-nil when the check was good
-	load     *Load    // the good answer's X-Pool-Load report; nil when absent or malformed
-	badLoad  string   // a malformed X-Pool-Load value (quoted, cut short); "" when none
-	reason   string   // "" when the check was good
-	result   string   // the checks_total result label
+	reports  []report.Report // non-nil when the check was good
+	load     *report.Load    // the good answer's X-Pool-Load report; nil when absent or malformed
+	badLoad  string          // a malformed X-Pool-Load value (quoted, cut short); "" when none
+	reason   string          // "" when the check was good
+	result   string          // the checks_total result label
 	duration time.Duration
 }
 
@@ -54,25 +55,18 @@ func (o outcome) good() bool { return o.reason == "" }
 
 // nextResult is the Result after a check with outcome o, given the previous Result, the new
 // health h and the last good answer. It is a pure function.
-func nextResult(prev Result, h health, o outcome, lastGood []Report, checked time.Time) Result {
+func nextResult(prev Result, h health, o outcome, lastGood []report.Report, checked time.Time) Result {
 	r := Result{
-		ID:       prev.ID,
-		Address:  prev.Address,
-		Ready:    h.ready,
-		Reason:   o.reason,
-		Checked:  checked,
-		Duration: o.duration,
+		ID:      prev.ID,
+		Address: prev.Address,
+		Ready:   h.ready,
+		Reason:  o.reason,
+		Checked: checked,
 	}
 	if h.ready {
 		r.Reports = lastGood
 	}
-	r.Changed = r.Ready != prev.Ready || r.Reason != prev.Reason || !sameReports(r.Reports, prev.Reports)
 	return r
-}
-
-// sameReports is slices.Equal that also tells nil (not ready) from empty (ready, no services).
-func sameReports(a, b []Report) bool {
-	return (a == nil) == (b == nil) && slices.Equal(a, b)
 }
 
 // transition says what to log about the step from prev to r, if anything: ready/not-ready

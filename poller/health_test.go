@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 func TestHealthNext(t *testing.T) {
@@ -44,8 +45,8 @@ func TestHealthNext(t *testing.T) {
 }
 
 func TestNextResult(t *testing.T) {
-	web := []Report{{Service: "web", Status: StatusServing}}
-	api := []Report{{Service: "api", Status: StatusServing}}
+	web := []report.Report{{Service: "web", Status: report.Serving}}
+	api := []report.Report{{Service: "api", Status: report.Serving}}
 	initial := Result{ID: "a", Address: "x", Reason: reasonNotChecked}
 	ready := Result{ID: "a", Address: "x", Ready: true, Reports: web}
 	cases := []struct {
@@ -53,31 +54,29 @@ func TestNextResult(t *testing.T) {
 		prev        Result
 		h           health
 		o           outcome
-		lastGood    []Report
+		lastGood    []report.Report
 		wantReady   bool
 		wantReason  string
-		wantReports []Report
-		wantChanged bool
+		wantReports []report.Report
 	}{
 		{name: "first good check", prev: initial, h: health{ready: true},
-			o: outcome{reports: web}, lastGood: web, wantReady: true, wantReports: web, wantChanged: true},
+			o: outcome{reports: web}, lastGood: web, wantReady: true, wantReports: web},
 		{name: "first check fails", prev: initial, h: health{},
-			o: outcome{reason: "connection refused"}, wantReason: "connection refused", wantChanged: true},
+			o: outcome{reason: "connection refused"}, wantReason: "connection refused"},
 		{name: "same good answer", prev: ready, h: health{ready: true},
 			o: outcome{reports: web}, lastGood: web, wantReady: true, wantReports: web},
 		{name: "equal answer in a new slice is unchanged", prev: ready, h: health{ready: true},
-			o:        outcome{reports: []Report{{Service: "web", Status: StatusServing}}},
-			lastGood: []Report{{Service: "web", Status: StatusServing}}, wantReady: true, wantReports: web},
+			o:        outcome{reports: []report.Report{{Service: "web", Status: report.Serving}}},
+			lastGood: []report.Report{{Service: "web", Status: report.Serving}}, wantReady: true, wantReports: web},
 		{name: "other answer", prev: ready, h: health{ready: true},
-			o: outcome{reports: api}, lastGood: api, wantReady: true, wantReports: api, wantChanged: true},
+			o: outcome{reports: api}, lastGood: api, wantReady: true, wantReports: api},
 		{name: "failure while still ready keeps last good answer", prev: ready, h: health{ready: true},
 			o: outcome{reason: "status 503"}, lastGood: web, wantReady: true, wantReason: "status 503",
-			wantReports: web, wantChanged: true},
+			wantReports: web},
 		{name: "not ready drops reports", prev: ready, h: health{},
-			o: outcome{reason: "status 503"}, lastGood: web, wantReason: "status 503", wantChanged: true},
+			o: outcome{reason: "status 503"}, lastGood: web, wantReason: "status 503"},
 		{name: "empty answer differs from not ready", prev: Result{ID: "a", Address: "x"}, h: health{ready: true},
-			o: outcome{reports: []Report{}}, lastGood: []Report{}, wantReady: true, wantReports: []Report{},
-			wantChanged: true},
+			o: outcome{reports: []report.Report{}}, lastGood: []report.Report{}, wantReady: true, wantReports: []report.Report{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,11 +85,10 @@ func TestNextResult(t *testing.T) {
 			if r.ID != "a" || r.Address != "x" || !r.Checked.Equal(at) {
 				t.Fatalf("identity or time not carried: %+v", r)
 			}
-			if r.Ready != tc.wantReady || r.Reason != tc.wantReason || r.Changed != tc.wantChanged {
-				t.Fatalf("got ready=%v reason=%q changed=%v, want %v %q %v",
-					r.Ready, r.Reason, r.Changed, tc.wantReady, tc.wantReason, tc.wantChanged)
+			if r.Ready != tc.wantReady || r.Reason != tc.wantReason {
+				t.Fatalf("got ready=%v reason=%q, want %v %q", r.Ready, r.Reason, tc.wantReady, tc.wantReason)
 			}
-			if !sameReports(r.Reports, tc.wantReports) {
+			if !report.Equal(r.Reports, tc.wantReports) {
 				t.Fatalf("reports = %#v, want %#v", r.Reports, tc.wantReports)
 			}
 		})
@@ -154,7 +152,7 @@ func TestRecordDelays(t *testing.T) {
 			}
 			tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers)
 			for i, good := range tc.checks {
-				o := outcome{reports: []Report{}, result: resultOK}
+				o := outcome{reports: []report.Report{}, result: resultOK}
 				if !good {
 					o = outcome{reason: "status 503", result: resultError}
 				}

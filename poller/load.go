@@ -1,9 +1,6 @@
 package poller
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 // HeaderLoad is the /pool answer header in which a backend reports its own load:
 // "<in_flight>/<capacity>" or "<in_flight>".
@@ -11,14 +8,6 @@ const HeaderLoad = "X-Pool-Load"
 
 // maxLoadDigits bounds each number of an X-Pool-Load value, so that parsing never overflows.
 const maxLoadDigits = 9
-
-// Load is a backend's report of its own load, from the X-Pool-Load header of a good /pool
-// answer. A plain value; it may be copied.
-type Load struct {
-	InFlight int64     // requests in progress on the backend, from every balancer and client
-	Capacity int64     // the backend's capacity; 0 when it reported none
-	At       time.Time // when the answer arrived
-}
 
 var errLoadSyntax = errors.New(`want "<in_flight>/<capacity>" or "<in_flight>": decimal digits, capacity >= 1`)
 

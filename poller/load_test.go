@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/internal/testproc"
+	"pollbal/report"
 )
 
 func TestParseLoad(t *testing.T) {
@@ -96,16 +97,16 @@ func TestLoadReport(t *testing.T) {
 	want := []struct {
 		name  string
 		ready bool
-		load  *Load // At not compared
+		load  *report.Load // At not compared
 	}{
-		{name: "in flight and capacity", ready: true, load: &Load{InFlight: 3, Capacity: 8}},
-		{name: "in flight only", ready: true, load: &Load{InFlight: 5}},
+		{name: "in flight and capacity", ready: true, load: &report.Load{InFlight: 3, Capacity: 8}},
+		{name: "in flight only", ready: true, load: &report.Load{InFlight: 5}},
 		{name: "malformed word: ready, no report", ready: true},
 		{name: "malformed negative: ready, no report", ready: true},
 		{name: "no header: no report", ready: true},
 		{name: "malformed capacity: ready, no report", ready: true},
 		{name: "503 carries no report", ready: false},
-		{name: "good again", ready: true, load: &Load{InFlight: 0, Capacity: 8}},
+		{name: "good again", ready: true, load: &report.Load{InFlight: 0, Capacity: 8}},
 	}
 	for i, w := range want {
 		r := results[i]

@@ -4,15 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"unicode/utf8"
-)
 
-// Status is what a backend says about one service it serves, in canonical form.
-type Status string
-
-// Canonical statuses. The alias "ok" is parsed as StatusServing.
-const (
-	StatusServing Status = "serving"
-	StatusLeaving Status = "leaving"
+	"pollbal/report"
 )
 
 // MaxLines is the most lines a /pool answer may have. Every line counts, blank and comment
@@ -22,14 +15,6 @@ const MaxLines = 64
 
 // maxTokenLen is the longest service or version: one leading character plus {0,63}.
 const maxTokenLen = 64
-
-// Report is one line of a /pool answer: a service the backend serves, its status and its version
-// ("" when unversioned). A Report is a plain value; it may be copied.
-type Report struct {
-	Service string
-	Status  Status
-	Version string
-}
 
 // ParseError is why a /pool answer was rejected. Line is the 1-based line at fault, or 0 when
 // the answer as a whole is at fault (too long). A plain value; it may be copied.
@@ -50,11 +35,11 @@ func (e *ParseError) Error() string {
 // lines) yields an empty, non-nil slice: the backend is ready and serves nothing. maxBody <= 0
 // means no size limit. Parse is a pure function, safe for concurrent use; the returned strings
 // do not alias body.
-func Parse(body []byte, maxBody int) ([]Report, error) {
+func Parse(body []byte, maxBody int) ([]report.Report, error) {
 	if maxBody > 0 && len(body) > maxBody {
 		return nil, &ParseError{Msg: fmt.Sprintf("body over %d bytes", maxBody)}
 	}
-	reports := make([]Report, 0, countReports(body))
+	reports := make([]report.Report, 0, countReports(body))
 	for n := 1; len(body) > 0; n++ {
 		var line []byte
 		if i := bytes.IndexByte(body, '\n'); i >= 0 {
@@ -88,9 +73,9 @@ func countReports(body []byte) int {
 }
 
 // parseLine parses one line; ok is false for a blank or comment line.
-func parseLine(line []byte) (r Report, ok bool, err error) {
+func parseLine(line []byte) (r report.Report, ok bool, err error) {
 	if !utf8.Valid(line) {
-		return Report{}, false, fmt.Errorf("invalid UTF-8")
+		return report.Report{}, false, fmt.Errorf("invalid UTF-8")
 	}
 	var tokens [3][]byte
 	n := 0
@@ -100,35 +85,35 @@ func parseLine(line []byte) (r Report, ok bool, err error) {
 			break
 		}
 		if n == 0 && tok[0] == '#' {
-			return Report{}, false, nil
+			return report.Report{}, false, nil
 		}
 		if n == len(tokens) {
-			return Report{}, false, fmt.Errorf("more than %d fields", len(tokens))
+			return report.Report{}, false, fmt.Errorf("more than %d fields", len(tokens))
 		}
 		tokens[n] = tok
 		n++
 		rest = next
 	}
 	if n == 0 {
-		return Report{}, false, nil
+		return report.Report{}, false, nil
 	}
 	if !validName(tokens[0], false) {
-		return Report{}, false, fmt.Errorf("invalid service %s", quoteBytes(tokens[0]))
+		return report.Report{}, false, fmt.Errorf("invalid service %s", quoteBytes(tokens[0]))
 	}
-	r = Report{Service: string(tokens[0]), Status: StatusServing}
+	r = report.Report{Service: string(tokens[0]), Status: report.Serving}
 	if n >= 2 {
 		switch string(tokens[1]) {
 		case "serving", "ok":
-			r.Status = StatusServing
+			r.Status = report.Serving
 		case "leaving":
-			r.Status = StatusLeaving
+			r.Status = report.Leaving
 		default:
-			return Report{}, false, fmt.Errorf("unknown status %s", quoteBytes(tokens[1]))
+			return report.Report{}, false, fmt.Errorf("unknown status %s", quoteBytes(tokens[1]))
 		}
 	}
 	if n == 3 {
 		if !validName(tokens[2], true) {
-			return Report{}, false, fmt.Errorf("invalid version %s", quoteBytes(tokens[2]))
+			return report.Report{}, false, fmt.Errorf("invalid version %s", quoteBytes(tokens[2]))
 		}
 		r.Version = string(tokens[2])
 	}
@@ -189,7 +174,7 @@ func quote(s string) string { return quoteBytes([]byte(s)) }
 
 // Format writes reports in canonical form, one "<service> <status>[ <version>]" line each,
 // so that Parse(Format(r)) returns r for every r that Parse returned.
-func Format(reports []Report) []byte {
+func Format(reports []report.Report) []byte {
 	var b []byte
 	for _, r := range reports {
 		b = append(b, r.Service...)

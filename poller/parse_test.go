@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"pollbal/report"
 )
 
 func TestParse(t *testing.T) {
@@ -17,41 +19,41 @@ func TestParse(t *testing.T) {
 		name    string
 		body    string
 		maxBody int
-		want    []Report
+		want    []report.Report
 		wantErr string // "" = must succeed; else the exact error text
 	}{
-		{name: "empty body is ready with no reports", body: "", want: []Report{}},
-		{name: "only blank and comment lines", body: "\n# nothing here\n   \n", want: []Report{}},
+		{name: "empty body is ready with no reports", body: "", want: []report.Report{}},
+		{name: "only blank and comment lines", body: "\n# nothing here\n   \n", want: []report.Report{}},
 		{name: "seed leaving with version", body: "servicename leaving v_3",
-			want: []Report{{Service: "servicename", Status: StatusLeaving, Version: "v_3"}}},
+			want: []report.Report{{Service: "servicename", Status: report.Leaving, Version: "v_3"}}},
 		{name: "seed serving with version", body: "servicename serving v_3",
-			want: []Report{{Service: "servicename", Status: StatusServing, Version: "v_3"}}},
+			want: []report.Report{{Service: "servicename", Status: report.Serving, Version: "v_3"}}},
 		{name: "seed service alone defaults to serving", body: "servicename",
-			want: []Report{{Service: "servicename", Status: StatusServing}}},
+			want: []report.Report{{Service: "servicename", Status: report.Serving}}},
 		{name: "ok is canonicalized to serving", body: "web ok",
-			want: []Report{{Service: "web", Status: StatusServing}}},
+			want: []report.Report{{Service: "web", Status: report.Serving}}},
 		{name: "ok with version", body: "web ok v3\n",
-			want: []Report{{Service: "web", Status: StatusServing, Version: "v3"}}},
+			want: []report.Report{{Service: "web", Status: report.Serving, Version: "v3"}}},
 		{name: "spec example version with plus", body: "web serving 1.2.3+build.7",
-			want: []Report{{Service: "web", Status: StatusServing, Version: "1.2.3+build.7"}}},
+			want: []report.Report{{Service: "web", Status: report.Serving, Version: "1.2.3+build.7"}}},
 		{name: "CRLF line endings", body: "web serving v1\r\napi leaving v2\r\n",
-			want: []Report{{Service: "web", Status: StatusServing, Version: "v1"},
-				{Service: "api", Status: StatusLeaving, Version: "v2"}}},
+			want: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"},
+				{Service: "api", Status: report.Leaving, Version: "v2"}}},
 		{name: "tabs and runs of spaces separate tokens", body: "  web\t\tleaving   v1  ",
-			want: []Report{{Service: "web", Status: StatusLeaving, Version: "v1"}}},
+			want: []report.Report{{Service: "web", Status: report.Leaving, Version: "v1"}}},
 		{name: "comments and blank lines are ignored", body: "# pool file\n\nweb serving v1\n  # indented comment\n",
-			want: []Report{{Service: "web", Status: StatusServing, Version: "v1"}}},
+			want: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}},
 		{name: "two services", body: "web serving v1\napi\n",
-			want: []Report{{Service: "web", Status: StatusServing, Version: "v1"},
-				{Service: "api", Status: StatusServing}}},
+			want: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"},
+				{Service: "api", Status: report.Serving}}},
 		{name: "service with dots dashes underscores", body: "a.b-c_d",
-			want: []Report{{Service: "a.b-c_d", Status: StatusServing}}},
+			want: []report.Report{{Service: "a.b-c_d", Status: report.Serving}}},
 		{name: "service of 64 characters", body: strings.Repeat("s", 64),
-			want: []Report{{Service: strings.Repeat("s", 64), Status: StatusServing}}},
+			want: []report.Report{{Service: strings.Repeat("s", 64), Status: report.Serving}}},
 		{name: "64 lines counting comments", body: sixtyFour,
-			want: []Report{{Service: "web", Status: StatusServing}}},
+			want: []report.Report{{Service: "web", Status: report.Serving}}},
 		{name: "body exactly at the limit", body: "web", maxBody: 3,
-			want: []Report{{Service: "web", Status: StatusServing}}},
+			want: []report.Report{{Service: "web", Status: report.Serving}}},
 
 		{name: "duplicate service", body: "web serving v1\napi\nweb leaving v1\n",
 			wantErr: `line 3: duplicate service "web"`},
@@ -145,14 +147,14 @@ func TestValidNameMatchesSpecRegexps(t *testing.T) {
 func TestFormat(t *testing.T) {
 	cases := []struct {
 		name    string
-		reports []Report
+		reports []report.Report
 		want    string
 	}{
 		{name: "none", reports: nil, want: ""},
-		{name: "unversioned", reports: []Report{{Service: "web", Status: StatusServing}}, want: "web serving\n"},
-		{name: "versioned leaving", reports: []Report{{Service: "web", Status: StatusLeaving, Version: "v1"}},
+		{name: "unversioned", reports: []report.Report{{Service: "web", Status: report.Serving}}, want: "web serving\n"},
+		{name: "versioned leaving", reports: []report.Report{{Service: "web", Status: report.Leaving, Version: "v1"}},
 			want: "web leaving v1\n"},
-		{name: "two", reports: []Report{{Service: "a", Status: StatusServing}, {Service: "b", Status: StatusLeaving}},
+		{name: "two", reports: []report.Report{{Service: "a", Status: report.Serving}, {Service: "b", Status: report.Leaving}},
 			want: "a serving\nb leaving\n"},
 	}
 	for _, tc := range cases {

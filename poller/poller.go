@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // Target is one backend to check. A plain value; it may be copied.
@@ -21,13 +22,11 @@ type Target struct{ ID, Address string }
 // read-only.
 type Result struct {
 	ID, Address string
-	Ready       bool          // after rise/fall
-	Reason      string        // "" when the last check was good; else why it failed (kept while still ready under fall>1)
-	Reports     []Report      // last good answer; nil when not ready
-	Load        *Load         // the last good answer's X-Pool-Load report; nil when it had none or not ready
-	Checked     time.Time     // when the last check finished
-	Duration    time.Duration // the last check's duration
-	Changed     bool          // Ready, Reason or Reports differ from the previous Result for this ID
+	Ready       bool            // after rise/fall
+	Reason      string          // "" when the last check was good; else why it failed (kept while still ready under fall>1)
+	Reports     []report.Report // last good answer; nil when not ready
+	Load        *report.Load    // the last good answer's X-Pool-Load report; nil when it had none or not ready
+	Checked     time.Time       // when the last check finished
 }
 
 // Sink receives what the Poller finds. Implementations must be safe for concurrent use, must not

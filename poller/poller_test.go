@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"pollbal/internal/testproc"
+	"pollbal/report"
 )
 
 func TestNewRejects(t *testing.T) {
@@ -100,14 +101,14 @@ func TestCheckRequest(t *testing.T) {
 		})
 	}
 	r := sink.waitResult(t, "ready", func(r Result) bool { return r.Ready })
-	want := []Report{{Service: "web", Status: StatusServing, Version: "v1"}}
+	want := []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}
 	if r.ID != "web-1" || r.Address != b.addr || r.Reason != "" || !reflect.DeepEqual(r.Reports, want) ||
-		!r.Changed || !r.Checked.Equal(clock) || r.Duration <= 0 {
+		!r.Checked.Equal(clock) {
 		t.Fatalf("first result = %+v", r)
 	}
 	// An unchanged answer is not parsed again: later Results share the Reports.
-	if r2 := sink.collect(t, "web-1", 1)[0]; r2.Changed || &r2.Reports[0] != &r.Reports[0] {
-		t.Fatalf("second result = %+v, want unchanged and sharing the first one's Reports", r2)
+	if r2 := sink.collect(t, "web-1", 1)[0]; !reflect.DeepEqual(r2.Reports, want) || &r2.Reports[0] != &r.Reports[0] {
+		t.Fatalf("second result = %+v, want the same Reports, sharing the first one's", r2)
 	}
 	// Keep-alive: later checks reuse the first connection.
 	for range 3 {
@@ -166,7 +167,7 @@ func TestCheckFailures(t *testing.T) {
 			stop := start(t, p)
 			r := sink.waitResult(t, "first", func(Result) bool { return true })
 			stop()
-			if r.Ready || r.Reason != tc.wantReason || r.Reports != nil || !r.Changed {
+			if r.Ready || r.Reason != tc.wantReason || r.Reports != nil {
 				t.Fatalf("result = %+v, want not ready with reason %q", r, tc.wantReason)
 			}
 			if got := counterValue(t, reg, "b", tc.wantResult); got < 1 {
@@ -296,6 +297,11 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// sameResult reports whether a and b agree on what a Sink acts on: readiness, reason, reports.
+func sameResult(a, b Result) bool {
+	return a.Ready == b.Ready && a.Reason == b.Reason && report.Equal(a.Reports, b.Reports)
+}
+
 // TestReasonLoggedOnChange counts log lines: a reason is logged when it changes, not per check.
 func TestReasonLoggedOnChange(t *testing.T) {
 	good, invalid, unavailable := step{body: "web"}, step{body: "bad!"}, step{status: 503}
@@ -311,13 +317,15 @@ func TestReasonLoggedOnChange(t *testing.T) {
 	results := sink.collect(t, "b", 8)
 	stop()
 	changed := 0
+	prev := Result{Reason: reasonNotChecked}
 	for _, r := range results {
-		if r.Changed {
+		if !sameResult(r, prev) {
 			changed++
 		}
+		prev = r
 	}
 	if changed != 4 {
-		t.Errorf("%d results with Changed, want 4: %+v", changed, results)
+		t.Errorf("%d results differ from the one before, want 4: %+v", changed, results)
 	}
 	text := logs.String()
 	cases := []struct {
@@ -410,7 +418,7 @@ func TestUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, p)
-	sink.waitResult(t, "kept failing but ready", func(r Result) bool {
+	before := sink.waitResult(t, "kept failing but ready", func(r Result) bool {
 		return r.ID == "kept" && r.Ready && r.Reason == "status 503"
 	})
 	sink.waitResult(t, "removed checked", func(r Result) bool { return r.ID == "removed" && r.Ready })
@@ -443,10 +451,10 @@ func TestUpdate(t *testing.T) {
 	}{
 		{name: "kept target is still ready (fall counter kept)", ok: k.Ready && k.Reason == "status 503"},
 		{name: "kept target keeps its last good answer",
-			ok: reflect.DeepEqual(k.Reports, []Report{{Service: "web", Status: StatusServing, Version: "v1"}})},
-		{name: "kept target's results are unchanged (last result kept)", ok: !afterKept[0].Changed && !k.Changed},
+			ok: reflect.DeepEqual(k.Reports, []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}})},
+		{name: "kept target's results are unchanged (last result kept)", ok: sameResult(afterKept[0], before) && sameResult(k, before)},
 		{name: "kept target keeps its connection", ok: kept.conns.Load() == 1},
-		{name: "added target is checked and ready", ok: afterAdded[0].Ready && afterAdded[0].Changed},
+		{name: "added target is checked and ready", ok: afterAdded[0].Ready},
 		{name: "removed target is not checked again (one in-flight check at most)",
 			ok: removed.count.Load() <= removedHits+1},
 		{name: "removed target publishes nothing after Update returns", ok: removedResults == 0},
@@ -524,8 +532,8 @@ func TestUpdateAddress(t *testing.T) {
 	sink.waitResult(t, "ready", func(r Result) bool { return r.Ready })
 	p.Update(s, []Target{{ID: "b", Address: after.addr}})
 	r := sink.waitResult(t, "from the new address", func(r Result) bool { return r.Address == after.addr })
-	if r.Ready || r.Reason != "status 503" || !r.Changed {
-		t.Fatalf("first result at the new address = %+v, want not ready (fresh state), changed", r)
+	if r.Ready || r.Reason != "status 503" {
+		t.Fatalf("first result at the new address = %+v, want not ready (fresh state)", r)
 	}
 	after.script(step{body: "api"})
 	r = sink.waitResult(t, "ready at the new address", func(r Result) bool { return r.Ready })

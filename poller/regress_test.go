@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // Regression: backoff started at the first failed check even while the backend was still
@@ -19,7 +20,7 @@ func TestFallNotDelayedByBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers)
-	p.record(tg, s, outcome{reports: []Report{}, result: resultOK})
+	p.record(tg, s, outcome{reports: []report.Report{}, result: resultOK})
 	var elapsed time.Duration
 	for !func() bool {
 		p.record(tg, s, outcome{reason: "status 503", result: resultError})

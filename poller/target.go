@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"pollbal/configs"
+	"pollbal/report"
 )
 
 // target is one backend being checked. A target has no goroutine of its own: a timer starts
@@ -39,10 +40,10 @@ type target struct {
 	// Poller.mu only while no check is in flight.
 	health   health
 	last     Result
-	lastGood []Report // last good answer, whatever health says
-	lastLoad *Load    // its X-Pool-Load report, nil when it had none
-	badLoad  bool     // the last good answer's X-Pool-Load was malformed (logged once per run of them)
-	lastBody []byte   // its body
+	lastGood []report.Report // last good answer, whatever health says
+	lastLoad *report.Load    // its X-Pool-Load report, nil when it had none
+	badLoad  bool            // the last good answer's X-Pool-Load was malformed (logged once per run of them)
+	lastBody []byte          // its body
 	backoff  *backoff.ExponentialBackOff
 	failing  bool
 	delay    time.Duration // from the start of the last check to the start of the next

@@ -22,7 +22,6 @@ import (
 	"pollbal/configs"
 	"pollbal/poller"
 	"pollbal/proxy"
-	"pollbal/report"
 	"pollbal/secretfile"
 	"pollbal/store"
 	"pollbal/warning"
@@ -379,20 +378,11 @@ type sink struct {
 	warn *warning.Tracker
 }
 
+// Observe hands a check result to the balancer as it is: both speak the report package's types,
+// so nothing is converted or allocated per check.
 func (k sink) Observe(r poller.Result) {
-	var reports []report.Report
-	if len(r.Reports) > 0 {
-		reports = make([]report.Report, len(r.Reports))
-		for i, rep := range r.Reports {
-			reports[i] = report.Report{Service: rep.Service, Status: report.Status(rep.Status), Version: rep.Version}
-		}
-	}
-	var load *balancer.Load
-	if r.Load != nil {
-		load = &balancer.Load{InFlight: r.Load.InFlight, Capacity: r.Load.Capacity, At: r.Load.At}
-	}
-	k.bal.Observe(balancer.Observation{ID: r.ID, Address: r.Address, Ready: r.Ready, Reason: r.Reason, Reports: reports,
-		Checked: r.Checked, Load: load})
+	k.bal.Observe(balancer.Observation{ID: r.ID, Address: r.Address, Ready: r.Ready, Reason: r.Reason, Reports: r.Reports,
+		Checked: r.Checked, Load: r.Load})
 }
 
 // ConfirmAfter lets the balancer ask for a backend's load report to be confirmed soon
