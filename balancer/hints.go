@@ -8,9 +8,9 @@ import "sync/atomic"
 // at once (spare equal to the set's largest capacity cannot be beaten); on a busy pool it would
 // read every member. Measured on a 2-core machine (BenchmarkAcquirePlainScan, the hints unused,
 // against BenchmarkAcquire/busy), select+lease+release on pools whose every backend holds
-// leases costs 5.3-6.1 µs of CPU at 1,024 backends without the hints and 0.35-0.37 µs at 64,
-// against 0.30-0.34 µs and 0.13-0.14 µs with them. A scan stays well over 1 µs at 1,024
-// (17 times the cost with hints), so the hints stay.
+// leases costs 5.1-6.2 µs of CPU at 1,024 backends without the hints and 0.33-0.37 µs at 64,
+// against 0.30-0.37 µs and 0.13-0.17 µs with them. A scan stays well over 1 µs at 1,024
+// (15-18 times the cost with hints), so the hints stay.
 //
 // Invariants, for a candidate set that is not stale:
 //
