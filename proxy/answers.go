@@ -52,7 +52,13 @@ func answerNoApp(ctx *fasthttp.RequestCtx) {
 func answerExhausted(ctx *fasthttp.RequestCtx, app *balancer.App) {
 	r := answer(ctx, fasthttp.StatusServiceUnavailable, reasonPoolExhausted)
 	r.Header.Set(headerRetryAfter, "1")
-	r.AppendBodyString("no available backend: app ")
+	appendWhichApp(r, "no available backend: app ", app)
+}
+
+// appendWhichApp appends what, then the app's name, service and pool, to the 503 body of a
+// request its pool could not take.
+func appendWhichApp(r *fasthttp.Response, what string, app *balancer.App) {
+	r.AppendBodyString(what)
 	r.AppendBodyString(app.Name)
 	r.AppendBodyString(", service ")
 	r.AppendBodyString(app.Service)
@@ -147,11 +153,5 @@ func answerQueued(ctx *fasthttp.RequestCtx, app *balancer.App, full bool) {
 	}
 	r := answer(ctx, fasthttp.StatusServiceUnavailable, reason)
 	r.Header.Set(headerRetryAfter, "1")
-	r.AppendBodyString(what)
-	r.AppendBodyString(app.Name)
-	r.AppendBodyString(", service ")
-	r.AppendBodyString(app.Service)
-	r.AppendBodyString(", pool ")
-	r.AppendBodyString(app.Pool)
-	r.AppendBodyString("\n")
+	appendWhichApp(r, what, app)
 }

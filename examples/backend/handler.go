@@ -94,7 +94,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/_backend/headers":
 		h.serveHeaders(w, r)
 	case "/_backend/streams":
-		h.serveStreaming(w, r)
+		h.serveStreamStats(w)
 	case "/_backend/release":
 		h.serveRelease(w, r)
 	default:
@@ -105,8 +105,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveClient serves client traffic, once the capacity limit let it in.
 func (h *handler) serveClient(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/blob", "/upload", "/switch":
-		h.serveStreaming(w, r)
+	case "/blob":
+		h.serveBlob(w, r)
+	case "/upload":
+		h.serveUpload(w, r)
+	case "/switch":
+		h.serveSwitch(w, r)
 	case "/hold":
 		h.serveHold(w, r)
 	case "/ws":

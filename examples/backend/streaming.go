@@ -35,23 +35,14 @@ type streamStats struct {
 	Upgrades    int64 `json:"upgrades"`
 }
 
-// serveStreaming serves the endpoints that exercise a proxy's streaming: /blob, /upload,
-// /switch and /_backend/streams.
-func (h *handler) serveStreaming(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/blob":
-		h.serveBlob(w, r)
-	case "/upload":
-		h.serveUpload(w, r)
-	case "/switch":
-		h.serveSwitch(w, r)
-	default:
-		s := &h.streams
-		writeJSON(w, streamStats{
-			Blobs: s.blobs.Load(), Cancelled: s.cancelled.Load(), Uploads: s.uploads.Load(),
-			UploadBytes: s.lastBytes.Load(), Upgrades: s.upgrades.Load(),
-		})
-	}
+// serveStreamStats answers GET /_backend/streams; /blob, /upload and /switch, the endpoints
+// that exercise a proxy's streaming, are below.
+func (h *handler) serveStreamStats(w http.ResponseWriter) {
+	s := &h.streams
+	writeJSON(w, streamStats{
+		Blobs: s.blobs.Load(), Cancelled: s.cancelled.Load(), Uploads: s.uploads.Load(),
+		UploadBytes: s.lastBytes.Load(), Upgrades: s.upgrades.Load(),
+	})
 }
 
 // blobParams are the query parameters of /blob.
