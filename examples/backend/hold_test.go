@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 func statsAt(t *testing.T, url string) stats {
@@ -24,18 +26,10 @@ func statsAt(t *testing.T, url string) stats {
 	return s
 }
 
-// waitStats polls the stats every 5 ms until cond holds, for at most 5 s.
+// waitStats polls the stats until cond holds.
 func waitStats(t *testing.T, url, what string, cond func(stats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond(statsAt(t, url)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %+v", what, statsAt(t, url))
-		}
-		<-tick.C
-	}
+	testproc.WaitFor(t, 10*time.Second, what, func() bool { return cond(statsAt(t, url)) })
 }
 
 func release(t *testing.T, url string) int64 {

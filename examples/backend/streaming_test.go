@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pollbal/internal/testproc"
 )
 
 func streamStatsOf(t *testing.T, url string) streamStats {
@@ -95,13 +97,7 @@ func TestBlobCountsAClientThatLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for streamStatsOf(t, srv.URL).Cancelled != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the backend never counted the closed client")
-		}
-		<-tick.C
-	}
+	testproc.WaitFor(t, 10*time.Second, "the backend to count the closed client", func() bool {
+		return streamStatsOf(t, srv.URL).Cancelled == 1
+	})
 }
