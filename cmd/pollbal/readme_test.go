@@ -147,7 +147,7 @@ func TestReadmeQuickStartDemo(t *testing.T) {
 		t.Fatalf("make is needed for the quick start: %v", err)
 	}
 	c := exec.Command("make", "-C", "../..", "demo", "BIN="+t.TempDir(),
-		"DEMO_FLAGS=-timings fast -quiet -port-offset 3000 -timeout 90s")
+		"DEMO_FLAGS=-timings fast -quiet -ports-from-config=false -timeout 90s")
 	c.Env = append(os.Environ(), "DEMO_ROUNDS=1")
 	done := make(chan struct{})
 	var out []byte
