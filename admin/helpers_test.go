@@ -96,7 +96,8 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	t.Cleanup(bal.Close)
 	f.bal = bal
 	f.warnings, err = warning.NewTracker(warning.TrackerOptions{
-		Members: bal, Events: bal.Events(), Config: cfg, Registerer: f.reg,
+		Members: bal, Events: bal.Events(), Config: cfg,
+		SenderOptions: warning.SenderOptions{Site: cfg.Site, Timeout: cfg.Warning.Timeout, Registerer: f.reg},
 	})
 	if err != nil {
 		t.Fatal(err)

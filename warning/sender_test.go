@@ -77,8 +77,8 @@ func newTestSender(t *testing.T, o SenderOptions) (*Sender, *prometheus.Registry
 	return s, reg
 }
 
-// counter returns the value of the counter name with exactly labels, or 0 when absent.
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+// series returns the series name with exactly labels, or nil when the registry has none.
+func series(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -90,11 +90,17 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 		}
 		for _, m := range mf.GetMetric() {
 			if labelsEqual(m.GetLabel(), labels) {
-				return m.GetCounter().GetValue()
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
+}
+
+// counter returns the value of the counter name with exactly labels, or 0 when absent.
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	return series(t, reg, name, labels).GetCounter().GetValue() // nil-safe getters: 0 when absent
 }
 
 func labelsEqual(got []*dto.LabelPair, want map[string]string) bool {

@@ -2,11 +2,9 @@ package warning
 
 import (
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -43,12 +41,10 @@ type GroupState struct {
 type TrackerOptions struct {
 	Members Members         // required
 	Events  Events          // nil: no events
-	Config  *configs.Config // validated: site, warning.timeout, the services' policies, the backends
-	Secret  []byte          // nil or empty: warnings are not signed
-	Logger  *slog.Logger    // nil: discard
-	// Registerer receives the sender's counters and pollbal_group_serving/leaving; nil: none.
-	Registerer prometheus.Registerer
-	Now        func() time.Time // clock for X-Pollbal-Timestamp; nil: time.Now
+	Config  *configs.Config // validated: the services' policies and the backends
+	// SenderOptions configure the Tracker's Sender; their Registerer also receives
+	// pollbal_group_serving and pollbal_group_leaving.
+	SenderOptions
 }
 
 // Tracker owns the warning round: after each check round it reads the ready members,
@@ -77,10 +73,7 @@ func NewTracker(o TrackerOptions) (*Tracker, error) {
 	if o.Config == nil {
 		return nil, fmt.Errorf("new warning tracker: nil config")
 	}
-	sender, err := NewSender(SenderOptions{
-		Site: o.Config.Site, Timeout: o.Config.Warning.Timeout, Secret: o.Secret,
-		Logger: o.Logger, Registerer: o.Registerer, Now: o.Now,
-	})
+	sender, err := NewSender(o.SenderOptions)
 	if err != nil {
 		return nil, err
 	}

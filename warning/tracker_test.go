@@ -68,7 +68,6 @@ func web(id, address string, status report.Status) fakeBackend {
 // trackerConfig is a site whose service web has threshold 2, with the given backend ids.
 func trackerConfig(ids ...string) *configs.Config {
 	cfg := &configs.Config{
-		Site:     "test-site",
 		Warning:  configs.Warning{Timeout: 2 * time.Second},
 		Services: map[string]configs.Service{"web": {WarningThreshold: 2, WarningScope: configs.ScopeVersion}},
 	}
@@ -88,7 +87,8 @@ type trackerFixture struct {
 func newTrackerFixture(t *testing.T, cfg *configs.Config) *trackerFixture {
 	t.Helper()
 	f := &trackerFixture{members: &fakeMembers{}, events: &fakeEvents{}, reg: prometheus.NewRegistry()}
-	tr, err := NewTracker(TrackerOptions{Members: f.members, Events: f.events, Config: cfg, Registerer: f.reg})
+	tr, err := NewTracker(TrackerOptions{Members: f.members, Events: f.events, Config: cfg,
+		SenderOptions: SenderOptions{Site: "test-site", Timeout: 2 * time.Second, Registerer: f.reg}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,44 +103,32 @@ func (f *trackerFixture) round() {
 	f.tr.sender.wait()
 }
 
+// remembers says what the tracker still holds of backend id: its error series, its delivery
+// state, or "" for nothing.
+func (f *trackerFixture) remembers(t *testing.T, id string) string {
+	t.Helper()
+	if hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": id}) {
+		return "pollbal_warning_errors_total series"
+	}
+	f.tr.sender.mu.Lock()
+	defer f.tr.sender.mu.Unlock()
+	if _, ok := f.tr.sender.state[id]; ok {
+		return "delivery state"
+	}
+	return ""
+}
+
 // gauge returns the value of the gauge name with exactly labels, and whether it exists.
 func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelsEqual(m.GetLabel(), labels) {
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
+	m := series(t, reg, name, labels)
+	return m.GetGauge().GetValue(), m != nil
 }
 
 // hasSeries reports whether the registry has a series name with exactly labels.
 func hasSeries(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) bool {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelsEqual(m.GetLabel(), labels) {
-				return true
-			}
-		}
-	}
-	return false
+	return series(t, reg, name, labels) != nil
 }
 
 func TestTrackerRound(t *testing.T) {
@@ -286,17 +274,11 @@ func TestTrackerForgetsRemovedBackends(t *testing.T) {
 	if f.tr.Warned("gone") {
 		t.Error("the removed backend is still warned")
 	}
-	if hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "gone"}) {
-		t.Error("pollbal_warning_errors_total{backend=gone} survived the backend's removal")
-	}
 	if !hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "kept"}) {
 		t.Error("the kept backend's error series was dropped too")
 	}
-	f.tr.sender.mu.Lock()
-	_, stateKept := f.tr.sender.state["gone"]
-	f.tr.sender.mu.Unlock()
-	if stateKept {
-		t.Error("the sender kept the removed backend's delivery state")
+	if what := f.remembers(t, "gone"); what != "" {
+		t.Errorf("after the removal the tracker still has the backend's %s", what)
 	}
 
 	// The balancer still lists it for a round (it takes the configuration after the tracker).
@@ -336,14 +318,8 @@ func TestTrackerForgetsBackendRemovedWhilePostInFlight(t *testing.T) {
 	f.tr.Update(trackerConfig(), nil)
 	close(release)
 	f.tr.sender.wait()
-	if hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "slow"}) {
-		t.Error("a POST that failed after the removal recreated pollbal_warning_errors_total{backend=slow}")
-	}
-	f.tr.sender.mu.Lock()
-	_, stateKept := f.tr.sender.state["slow"]
-	f.tr.sender.mu.Unlock()
-	if stateKept {
-		t.Error("a POST that failed after the removal recorded a delivery state")
+	if what := f.remembers(t, "slow"); what != "" {
+		t.Errorf("a POST that failed after the removal recorded the backend's %s", what)
 	}
 }
 
@@ -355,7 +331,8 @@ func TestNewTrackerErrors(t *testing.T) {
 	}{
 		{name: "no members", o: TrackerOptions{Config: trackerConfig()}, want: "nil members"},
 		{name: "no config", o: TrackerOptions{Members: &fakeMembers{}}, want: "nil config"},
-		{name: "no site", o: TrackerOptions{Members: &fakeMembers{}, Config: &configs.Config{Warning: configs.Warning{Timeout: time.Second}}}, want: "site is empty"},
+		{name: "no site", o: TrackerOptions{Members: &fakeMembers{}, Config: trackerConfig(), SenderOptions: SenderOptions{Timeout: time.Second}}, want: "site is empty"},
+		{name: "no timeout", o: TrackerOptions{Members: &fakeMembers{}, Config: trackerConfig(), SenderOptions: SenderOptions{Site: "s"}}, want: "timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -131,7 +131,10 @@ func (s *server) buildPipeline(cfg *configs.Config, overrides map[string]string)
 		return err
 	}
 	s.warn, err = warning.NewTracker(warning.TrackerOptions{
-		Members: s.bal, Events: s.bal.Events(), Config: cfg, Secret: secret, Logger: s.log, Registerer: s.reg,
+		Members: s.bal, Events: s.bal.Events(), Config: cfg,
+		SenderOptions: warning.SenderOptions{
+			Site: cfg.Site, Timeout: cfg.Warning.Timeout, Secret: secret, Logger: s.log, Registerer: s.reg,
+		},
 	})
 	if err != nil {
 		return err
