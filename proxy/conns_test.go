@@ -60,8 +60,10 @@ func TestHeaderTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e, be := limitsEnv(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }, func(p *configs.Proxy) { p.HeaderTimeout = limit })
-			rc := dialRaw(t, e.ln, nil)
+			// Timed from before the dial: the connection's clock starts when the proxy accepts
+			// it, later (from after the dial a preempted test saw 196ms against 200ms).
 			start := time.Now()
+			rc := dialRaw(t, e.ln, nil)
 			if _, err := rc.c.Write([]byte(tt.sent)); err != nil {
 				t.Fatal(err)
 			}
@@ -115,10 +117,13 @@ func TestIdleTimeout(t *testing.T) {
 	const limit = 200 * time.Millisecond
 	e, _ := limitsEnv(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }, func(p *configs.Proxy) { p.IdleTimeout = limit })
 	rc := dialRaw(t, e.ln, nil)
+	// Timed from before the request: the idle clock starts once the answer is written, later.
+	start := time.Now()
 	if r := rc.exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 || r.headers["connection"] == "close" {
 		t.Fatalf("first request: %v", r)
 	}
-	elapsed, rest := waitClosed(t, rc.c, rc.br)
+	_, rest := waitClosed(t, rc.c, rc.br)
+	elapsed := time.Since(start)
 	if rest != "" {
 		t.Errorf("idle connection got %q, want a silent close", rest)
 	}
@@ -137,10 +142,14 @@ func TestClientTimeoutCutsStalledBody(t *testing.T) {
 		p.HeaderTimeout = time.Minute // the body is not the headers' business
 	})
 	rc := dialRaw(t, e.ln, nil)
+	// Timed from before the write: the stall's clock starts when the proxy's read of the body
+	// blocks, later.
+	start := time.Now()
 	if _, err := rc.c.Write([]byte("POST / HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 100\r\n\r\n0123456789")); err != nil {
 		t.Fatal(err)
 	}
-	elapsed, rest := waitClosed(t, rc.c, rc.br)
+	_, rest := waitClosed(t, rc.c, rc.br)
+	elapsed := time.Since(start)
 	if rest != "" {
 		t.Errorf("stalled client got %q, want a close", rest)
 	}

@@ -203,16 +203,16 @@ func TestUpgradeIdleTimeout(t *testing.T) {
 	c, br := upgrade(t, e)
 	// Traffic keeps it open past the timeout.
 	start := time.Now()
-	var last time.Time // the last traffic
+	var last time.Time // the last traffic's start: the proxy's idle clock restarts later
 	for {
+		last = time.Now()
 		if _, err := c.Write([]byte("x")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := br.ReadByte(); err != nil {
 			t.Fatalf("closed while in use, %v after it opened: %v", time.Since(start), err)
 		}
-		last = time.Now()
-		if last.Sub(start) >= 2*idle {
+		if time.Since(start) >= 2*idle {
 			break
 		}
 		<-time.After(idle / 20) // the traffic pattern under test, not a wait for an event
@@ -228,9 +228,9 @@ func TestShutdownClosesUpgradedAfterTimeout(t *testing.T) {
 	e, b := upgradeEnv(t, func(*configs.Proxy) {})
 	c, br := upgrade(t, e)
 	const wait = 300 * time.Millisecond
+	start := time.Now() // before the context: its deadline runs from its creation
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	start := time.Now()
 	err := e.p.Shutdown(ctx)
 	took := time.Since(start)
 	if err == nil {
