@@ -34,6 +34,7 @@ func TestHandlerAllocs(t *testing.T) {
 				"Cookie", "a=1; b=2", "Accept-Language", "en"}},
 		{name: "Connection naming a custom header", host: "shop.test", method: "GET", wantCode: 200,
 			headers: []string{"Connection", "X-Hop", "X-Hop", "1"}},
+		{name: "HEAD (its connection is peeked at before reuse)", host: "shop.test", method: "HEAD", wantCode: 200},
 		{name: "POST with a body", host: "shop.test", method: "POST", body: "name=value&other=1", wantCode: 200},
 		{name: "no app", host: "other.test", method: "GET", wantCode: 404},
 		{name: "pool exhausted", host: "empty.test", method: "GET", wantCode: 503},

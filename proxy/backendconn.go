@@ -17,6 +17,10 @@ type backendConn struct {
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Duration // on the pool's clock, while idle
+	// bodiless: the last response on the connection had no body by definition (an answer to
+	// HEAD, a 204, a 304), so get peeks at it before reuse.
+	bodiless bool
+	peek     socketPeek
 
 	// Reused by every streamed response on this connection (stream.go).
 	body   responseBody
@@ -51,27 +55,45 @@ func newConnPool(addr string, w *watchdog) *connPool {
 
 // get returns an idle connection, the most recently used first, or dials a new one when none is
 // idle or fresh is set. A dial error is a *dialError.
+//
+// An idle connection whose last response had no body by definition (an answer to HEAD, a 204,
+// a 304) is peeked at first (one system call), and closed rather than used when it has
+// something to read: a backend that sends a body anyway, or any bytes after such a response,
+// is out of step, and the next request on the connection would read them as its response (a
+// 502, or a forged answer). put catches bytes that came with the response; the peek catches
+// those that arrived after it. Other responses are framed by their own length or chunks, so
+// their connections are not peeked (the request path stays free of the system call); bytes
+// past such a response are caught only when they came with it.
 func (p *connPool) get(fresh bool) (*backendConn, error) {
-	if !fresh {
+	for !fresh {
 		p.mu.Lock()
-		if n := len(p.idle); n > 0 {
-			c := p.idle[n-1]
-			p.idle[n-1] = nil
-			p.idle = p.idle[:n-1]
+		n := len(p.idle)
+		if n == 0 {
 			p.mu.Unlock()
+			break
+		}
+		c := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		peek := c.bodiless
+		c.bodiless = false
+		if !peek || !c.peek.readable() {
 			return c, nil
 		}
-		p.mu.Unlock()
+		c.close()
 	}
 	wc, err := p.watch.dial(p.addr)
 	if err != nil {
 		return nil, err
 	}
-	return &backendConn{
+	bc := &backendConn{
 		wc: wc,
 		br: bufio.NewReaderSize(wc, readBufferSize),
 		bw: bufio.NewWriterSize(wc, writeBufferSize),
-	}, nil
+	}
+	bc.peek.init(wc.Conn)
+	return bc, nil
 }
 
 // put makes c idle again, or closes it when it holds unread bytes (a backend that sent more

@@ -95,6 +95,7 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 		return false, errUnexpectedSwitch
 	case respNoBody:
 		resp.SkipBody = head
+		bc.bodiless = true // the next get peeks at it: a backend may send a body anyway
 	case respBuffer:
 		if err = resp.ReadBody(bc.br, 0); err != nil {
 			return false, bc.fail(err)
