@@ -37,11 +37,12 @@ type Sink interface {
 	RoundDone(at time.Time) // once per interval; first call only after every target's first check completed
 }
 
-// Confirmer is an optional interface of a Sink. After a regular check of a target whose answer
-// was good, ConfirmAfter(result) may ask for one more check of it sooner than the interval: a
-// positive duration shorter than the interval, counted from the start of the check. The check
-// after that confirmation comes at the regular time, as if there had been none. It is called on
-// the goroutine of the check, right after Observe, and must not block.
+// Confirmer is an optional interface of a Sink. After a check of a target whose answer was good,
+// ConfirmAfter(result) may ask for one more check of it soon: a positive duration, counted from
+// the start of the check, that ends before the next regular check. It is asked after a regular
+// check and after each confirmation, up to two confirmations in a row; the next regular check
+// comes at its time, as if there had been none. It is called on the goroutine of the check,
+// right after Observe, and must not block.
 type Confirmer interface {
 	ConfirmAfter(Result) time.Duration
 }
@@ -262,7 +263,7 @@ func (p *Poller) apply(settings configs.Poll, targets []Target) {
 			t.setMaxBody(settings.MaxBody, p.buffers)
 			if changed && p.running && !t.inFlight && !t.started.IsZero() {
 				t.resettle(settings)
-				t.confirming = false // the next check is a regular one, from the last one's start
+				t.confirms = 0 // the next check is a regular one, from the last one's start
 				p.schedule(t, time.Until(t.started.Add(t.delay)))
 			}
 		} else {

@@ -670,26 +670,26 @@ func (s *confirmSink) ConfirmAfter(r Result) time.Duration {
 	return 0
 }
 
-// TestConfirm checks a Sink's confirmation checks (Confirmer): asked after a regular good check,
-// one more check comes that soon; it is not asked after the confirmation itself; and the next
-// regular check keeps the phase, one interval after the check that asked.
+// TestConfirm checks a Sink's confirmation checks (Confirmer): asked after a good check, one
+// more check comes that soon, and again after it, up to two in a row; the next regular check
+// keeps the phase, one interval after the check that first asked.
 func TestConfirm(t *testing.T) {
 	s := fastSettings()
-	s.Interval, s.Timeout, s.MaxBackoff = 500*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond
+	s.Interval, s.Timeout, s.MaxBackoff = 600*time.Millisecond, 300*time.Millisecond, 600*time.Millisecond
 	// A timer never fires early; a loaded machine may start a check late. A phase not kept
-	// would put the third regular check 700 ms after the second, past the 150 ms allowed.
+	// would put the third regular check 900 ms after the second, past the 150 ms allowed.
 	const early, late = 50 * time.Millisecond, 150 * time.Millisecond
-	// Regular, regular asking (1), its confirmation (1 again), regular, regular.
+	// Regular, regular asking (1), two confirmations asking again (1), regular, regular.
 	b := newBackend(t, step{body: "web", load: "5/8"}, step{body: "web", load: "1/8"}, step{body: "web", load: "1/8"},
-		step{body: "web", load: "5/8"})
-	sink := &confirmSink{fakeSink: newFakeSink(), after: 200 * time.Millisecond}
+		step{body: "web", load: "1/8"}, step{body: "web", load: "5/8"})
+	sink := &confirmSink{fakeSink: newFakeSink(), after: 150 * time.Millisecond}
 	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start(t, p)
 	var at []time.Time
-	for range 6 {
+	for range 7 {
 		at = append(at, b.nextHit(t).at) // a check starts once the one before was observed and asked about
 	}
 	within := func(what string, got, want time.Duration) {
@@ -700,9 +700,10 @@ func TestConfirm(t *testing.T) {
 	}
 	within("first to second (regular)", at[1].Sub(at[0]), s.Interval)
 	within("second to its confirmation", at[2].Sub(at[1]), sink.after)
-	within("second to third regular (phase kept)", at[3].Sub(at[1]), s.Interval)
-	within("third to fourth regular", at[4].Sub(at[3]), s.Interval)
-	if got := sink.asked.Load(); got != 4 {
-		t.Errorf("ConfirmAfter asked %d times over the first 5 checks, want 4 (not after the confirmation)", got)
+	within("first confirmation to the second", at[3].Sub(at[2]), sink.after)
+	within("second to third regular (phase kept, no third confirmation)", at[4].Sub(at[1]), s.Interval)
+	within("third to fourth regular", at[5].Sub(at[4]), s.Interval)
+	if got := sink.asked.Load(); got != 5 {
+		t.Errorf("ConfirmAfter asked %d times over the first 6 checks, want 5 (not after the second confirmation)", got)
 	}
 }

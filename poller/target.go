@@ -25,11 +25,11 @@ type target struct {
 	gen      uint64      // of the timer allowed to start the next check
 	inFlight bool
 	started  time.Time // start of the last check
-	// confirming: the next (or running) check is a confirmation the Sink asked for
-	// (Confirmer); phase is the start of the regular check it follows, which the next regular
-	// check keeps.
-	confirming bool
-	phase      time.Time
+	// confirms: how many confirmations the Sink asked for (Confirmer) since the last regular
+	// check, the next (or running) check included; phase is the start of that regular check,
+	// which the next regular check keeps.
+	confirms int
+	phase    time.Time
 
 	// mu is held while a check's outcome is recorded and published; stopping takes it, so no
 	// Result of a removed target is published once Update (or Run) has returned.
@@ -94,8 +94,8 @@ func (p *Poller) stop(t *target) {
 
 // fire runs one check of t, then schedules the next one interval (or, while failing, the backoff
 // delay) after this one started, so the spread phases hold. A Sink that is a Confirmer may ask
-// for one confirmation check sooner after a regular check; the regular check after it keeps the
-// phase.
+// for up to maxConfirms confirmation checks in a row after a regular check, each sooner than the
+// next regular check; that one keeps the phase.
 func (p *Poller) fire(t *target, gen uint64) {
 	p.mu.Lock()
 	if gen != t.gen || t.stopped || t.inFlight || !p.running {
@@ -105,7 +105,7 @@ func (p *Poller) fire(t *target, gen uint64) {
 	t.inFlight = true
 	t.started = time.Now()
 	settings := p.settings
-	confirmation := t.confirming
+	regular, mayConfirm := t.confirms == 0, t.confirms < maxConfirms
 	p.wg.Add(1)
 	p.mu.Unlock()
 	defer p.wg.Done()
@@ -121,7 +121,7 @@ func (p *Poller) fire(t *target, gen uint64) {
 	if !t.stopped {
 		t.lastBody = body
 		p.record(t, settings, o)
-		if cf, ok := p.sink.(Confirmer); ok && !confirmation && o.good() {
+		if cf, ok := p.sink.(Confirmer); ok && mayConfirm && o.good() {
 			confirm = cf.ConfirmAfter(t.last)
 		}
 	}
@@ -138,17 +138,21 @@ func (p *Poller) fire(t *target, gen uint64) {
 		t.resettle(p.settings) // an Update came while this check was in flight
 	}
 	p.firstCheckDoneLocked(t)
-	next := t.started.Add(t.delay)
-	switch {
-	case t.confirming:
-		t.confirming = false
-		next = t.phase.Add(t.delay)
-	case confirm > 0 && confirm < t.delay:
-		t.confirming, t.phase = true, t.started
+	if regular {
+		t.phase = t.started
+	}
+	next := t.phase.Add(t.delay)
+	if confirm > 0 && t.started.Add(confirm).Before(next) {
+		t.confirms++
 		next = t.started.Add(confirm)
+	} else {
+		t.confirms = 0
 	}
 	p.schedule(t, time.Until(next))
 }
+
+// maxConfirms bounds the confirmation checks in a row after a regular check.
+const maxConfirms = 2
 
 // record applies one check's outcome: health, result, backoff, metrics, logs, sink.
 func (p *Poller) record(t *target, s configs.Poll, o outcome) {
