@@ -19,6 +19,13 @@ const adminToken = "e2e-admin-token"
 // adminCall sends an authenticated admin request and returns the status and body.
 func adminCall(t *testing.T, in *instance, method, path, body string) (int, string) {
 	t.Helper()
+	code, answer, _ := adminCallReason(t, in, method, path, body)
+	return code, answer
+}
+
+// adminCallReason is adminCall that also returns X-Pollbal-Reason.
+func adminCallReason(t *testing.T, in *instance, method, path, body string) (int, string, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, "http://"+in.admin+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -29,8 +36,11 @@ func adminCall(t *testing.T, in *instance, method, path, body string) (int, stri
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", method, path, err)
+	}
+	return resp.StatusCode, string(b), resp.Header.Get("X-Pollbal-Reason")
 }
 
 // poolOf returns a backend's pool and pool source from /api/state.

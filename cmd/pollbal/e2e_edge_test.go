@@ -7,7 +7,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,29 +20,6 @@ import (
 
 	"pollbal/internal/testproc"
 )
-
-// startEdgeSetup starts one example backend and pollbal with the given proxy: flow mapping,
-// and waits until the backend is ready.
-func startEdgeSetup(t *testing.T, proxyKeys string) (*instance, *backend) {
-	t.Helper()
-	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
-	pb := startPollbal(t, fmt.Sprintf(`site: e2e
-listen: LISTEN
-admin: {listen: ADMIN}
-poll: {interval: 200ms, timeout: 150ms}
-services: {web: {}}
-apps:
-  - {name: www, hosts: ["*"]}
-backends:
-  - {id: web-1, address: %s}
-proxy: %s
-`, be.addr, proxyKeys))
-	testproc.WaitFor(t, 10*time.Second, "web-1 ready", func() bool {
-		ready, _, _, _ := pb.state(t).backend("web-1")
-		return ready
-	})
-	return pb, be
-}
 
 // seenByBackend sends a GET /_backend/headers through pollbal with the given headers and
 // returns the headers the backend received.
@@ -103,7 +79,7 @@ func TestEndToEndClientIdentityHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pb, _ := startEdgeSetup(t, tt.proxyKeys)
+			pb, _ := startSingle(t, tt.proxyKeys, "")
 			got := seenByBackend(t, pb, spoofed)
 			for k, want := range tt.want {
 				if v := got.Values(k); (want == "" && len(v) != 0) || (want != "" && (len(v) != 1 || v[0] != want)) {
@@ -177,7 +153,7 @@ func canary(t *testing.T) (addr string, hits *atomic.Int64) {
 // TestEndToEndConnectRefused: CONNECT gets 405 method_not_allowed, the connection is closed,
 // and neither the backend nor the host it names sees anything.
 func TestEndToEndConnectRefused(t *testing.T) {
-	pb, be := startEdgeSetup(t, "{}")
+	pb, be := startSingle(t, "{}", "")
 	target, hits := canary(t)
 	before := be.stats(t).Requests
 	for _, raw := range []string{
@@ -208,7 +184,7 @@ func TestEndToEndConnectRefused(t *testing.T) {
 // "Expect: 100-continue" gets 413 body_too_large at once, with no "100 Continue" before it;
 // one within the limit gets "100 Continue" and is forwarded.
 func TestEndToEndExpectContinueTooLarge(t *testing.T) {
-	pb, be := startEdgeSetup(t, "{max_request_body: 1048576}")
+	pb, be := startSingle(t, "{max_request_body: 1048576}", "")
 	before := be.stats(t).Requests
 
 	began := time.Now()
@@ -246,7 +222,7 @@ func TestEndToEndExpectContinueTooLarge(t *testing.T) {
 // Transfer-Encoding, NUL, bare CR — each get 400 bad_request, close the connection, and reach
 // no backend.
 func TestEndToEndSmugglingRefused(t *testing.T) {
-	pb, be := startEdgeSetup(t, "{}")
+	pb, be := startSingle(t, "{}", "")
 	before := be.stats(t).Requests
 	const head = "POST / HTTP/1.1\r\nHost: shop.test\r\n"
 	tests := []struct {

@@ -218,31 +218,6 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 	}
 }
 
-// adminCallReason is adminCall that also returns X-Pollbal-Reason.
-func adminCallReason(t *testing.T, in *instance, method, path, body string) (int, string, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, "http://"+in.admin+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	var sb strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		sb.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return resp.StatusCode, sb.String(), resp.Header.Get("X-Pollbal-Reason")
-}
-
 var auditRe = regexp.MustCompile(`msg="admin (?:move applied|call)".* action=(move|clear_override) target=(\S+)(?: status=\d+)? pool=(\S*) (?:.*)?revision=(\d+)`)
 
 // TestEndToEndEtcdConcurrentWriters: 3 instances × 50 moves of the same backends at once;

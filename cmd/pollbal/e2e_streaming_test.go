@@ -35,22 +35,7 @@ type streamSetup struct {
 
 func startStreamSetup(t *testing.T, proxyKeys string) *streamSetup {
 	t.Helper()
-	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
-	pb := startPollbal(t, fmt.Sprintf(`site: e2e
-listen: LISTEN
-admin: {listen: ADMIN}
-poll: {interval: 200ms, timeout: 150ms}
-services: {web: {}}
-apps:
-  - {name: www, hosts: ["*"]}
-backends:
-  - {id: web-1, address: %s, capacity: 100}
-proxy: %s
-`, be.addr, proxyKeys))
-	testproc.WaitFor(t, 10*time.Second, "web-1 ready", func() bool {
-		ready, _, _, _ := pb.state(t).backend("web-1")
-		return ready
-	})
+	pb, be := startSingle(t, proxyKeys, ", capacity: 100")
 	return &streamSetup{be: be, pb: pb}
 }
 

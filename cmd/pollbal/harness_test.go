@@ -97,6 +97,30 @@ func (b *backend) stats(t testing.TB) backendStats {
 	return s
 }
 
+// startSingle starts one example backend, web-1, and pollbal in front of it with the given
+// proxy: flow mapping ("{}" for the defaults) and more keys for web-1's entry (", capacity:
+// 100"; "" for none), and waits until web-1 is ready.
+func startSingle(t *testing.T, proxyKeys, backendKeys string) (*instance, *backend) {
+	t.Helper()
+	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
+	pb := startPollbal(t, fmt.Sprintf(`site: e2e
+listen: LISTEN
+admin: {listen: ADMIN}
+poll: {interval: 200ms, timeout: 150ms}
+services: {web: {}}
+apps:
+  - {name: www, hosts: ["*"]}
+backends:
+  - {id: web-1, address: %s%s}
+proxy: %s
+`, be.addr, backendKeys, proxyKeys))
+	testproc.WaitFor(t, 10*time.Second, "web-1 ready", func() bool {
+		ready, _, _, _ := pb.state(t).backend("web-1")
+		return ready
+	})
+	return pb, be
+}
+
 // instance is a running pollbal.
 type instance struct {
 	*testproc.Proc

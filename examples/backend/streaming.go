@@ -161,13 +161,8 @@ func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 // serveSwitch answers 101 Switching Protocols to any request, upgrade or not, and then holds
 // the connection until the peer closes it: the misbehaving backend a proxy must not pass on.
 func (h *handler) serveSwitch(w http.ResponseWriter, _ *http.Request) {
-	hj, ok := w.(http.Hijacker)
+	c, _, ok := hijack(w)
 	if !ok {
-		http.Error(w, "cannot take over the connection", http.StatusInternalServerError)
-		return
-	}
-	c, _, err := hj.Hijack()
-	if err != nil {
 		return
 	}
 	defer func() { _ = c.Close() }()

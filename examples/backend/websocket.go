@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -70,13 +71,8 @@ func (h *handler) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unsupported WebSocket version", http.StatusUpgradeRequired)
 		return
 	}
-	hj, ok := w.(http.Hijacker)
+	c, rw, ok := hijack(w)
 	if !ok {
-		http.Error(w, "cannot take over the connection", http.StatusInternalServerError)
-		return
-	}
-	c, rw, err := hj.Hijack()
-	if err != nil {
 		return
 	}
 	defer func() { _ = c.Close() }()
@@ -212,4 +208,20 @@ func writeWSFrame(w *bufio.Writer, fin bool, opcode byte, payload []byte) error 
 // writeWSClose sends a close frame with a status code.
 func writeWSClose(w *bufio.Writer, code uint16) error {
 	return writeWSFrame(w, true, wsClose, binary.BigEndian.AppendUint16(nil, code))
+}
+
+// hijack takes the connection over from net/http (for a 101 answer and what follows). It
+// answers 500 when the server cannot hand it over; ok is false then, and when the hand-over
+// failed.
+func hijack(w http.ResponseWriter) (c net.Conn, rw *bufio.ReadWriter, ok bool) {
+	hj, can := w.(http.Hijacker)
+	if !can {
+		http.Error(w, "cannot take over the connection", http.StatusInternalServerError)
+		return nil, nil, false
+	}
+	c, rw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	return c, rw, true
 }
