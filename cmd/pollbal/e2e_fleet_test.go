@@ -317,6 +317,9 @@ func TestEndToEndFleetSharesCapacity(t *testing.T) {
 	// one client no longer sends every other instance into a refusal. Measured on this
 	// project's loaded 2-core test machine: 0-1 % (1-4 % before that rule); under -race,
 	// where every process is several times slower, 0.3-1.5 % (8.4 % before): the same bound.
+	// A run in which the processes in front of a backend do not run for tens of milliseconds
+	// (a trace showed a backend idle for 30 ms) leaves it idle on both checks, and every
+	// instance claims it at once: 2 % in three runs out of 23, 12 % in one.
 	if p := reports.refusedPct(); p >= 5 {
 		t.Errorf("with load reports, %.2f%% of forwards were refused, want < 5%%", p)
 	}
