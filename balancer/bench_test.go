@@ -152,7 +152,7 @@ func BenchmarkNeighbourSlots(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		s := slots[int(next.Add(1)-1)%len(slots)]
 		for pb.Next() {
-			if !s.tryAcquire(1000) {
+			if s.tryAcquire(1000) == 0 {
 				b.Error("slot full")
 				return
 			}

@@ -9,7 +9,8 @@
 // configurations they were built from: a reload that changes a backend's capacity, renames it,
 // or removes it and adds it back never loses or double-counts a lease. Ranking skips blocks of candidates whose spare
 // hint (an upper bound that releases raise, hints.go) shows they cannot beat the best so far;
-// the in-flight check-and-take stays the only gate on a lease. Each backend's limit — its
+// the in-flight check-and-take, checked again against the limit current after it (a limit
+// lowered since the ranking), stays the only gate on a lease. Each backend's limit — its
 // capacity for a lone instance, this instance's share of it in a fleet, from fleet.instances
 // and the backend's X-Pool-Load report (fleet.go, a pure decision) — is one atomic beside its
 // health; limits stay within the capacities the hints were built with. Per-app metric handles

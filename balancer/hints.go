@@ -31,7 +31,8 @@ import "sync/atomic"
 //     block whose hint is no more than the best spare found skips nothing better.
 //
 // The hints only steer the choice: the lease itself is slot.tryAcquire's check-and-take against
-// the limit, so no interleaving of hints can put a backend over its limit. What the invariants
+// the limit, checked again against the limit current after the take (Snapshot.lease), so no
+// interleaving of hints or limit changes can put a backend over its limit. What the invariants
 // prevent is a pick on a current set that skips a member with more spare (a worse choice), or
 // finds none while one is free (a 503 on a free backend).
 //

@@ -106,7 +106,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 			var held []*Backend
 			for _, m := range bal.Snapshot().members {
 				for k := rng.IntN(int(m.capacity) + 1); k > 0; k-- {
-					if m.slot.tryAcquire(m.capacity) {
+					if m.slot.tryAcquire(m.capacity) != 0 {
 						held = append(held, m.b)
 					}
 				}
@@ -138,7 +138,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 					}
 					picks++
 					if got != nil {
-						if !got.slot.tryAcquire(limit) {
+						if got.slot.tryAcquire(limit) == 0 {
 							t.Fatalf("step %d: picked %s but could not lease it", step, got.cfg.ID)
 						}
 						held = append(held, got.b)

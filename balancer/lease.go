@@ -125,12 +125,35 @@ func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 			if m == nil {
 				break
 			}
-			if m.slot.tryAcquire(limit) {
+			if s.lease(m, limit, now) {
 				return m.b
 			}
 		}
 	}
 	return nil
+}
+
+// lease takes a slot on m, which a pick chose under limit. The check-and-take compares against
+// limit, read by the pick, and a reload or a fleet report may have lowered m's limit since: so
+// the current limit is read again after the take, and a take that put the count past it is
+// given back (released, which raises the hints and wakes the queue like any release). Go's
+// atomics are sequentially consistent: a take whose re-read still saw the old limit came
+// before the lowering's store, so once a lowering is published every lease taken afterwards
+// is within it (see "Ranking and leases" in the README).
+func (s *Snapshot) lease(m *member, limit int64, now time.Time) bool {
+	n := m.slot.tryAcquire(limit)
+	if n == 0 {
+		return false
+	}
+	cur := m.b.limit.Load()
+	if s.slowStart > 0 {
+		cur = s.ramped(m, m.b.health.Load(), now)
+	}
+	if n <= cur {
+		return true
+	}
+	m.slot.release()
+	return false
 }
 
 // pick ranks g's members by spare capacity with the configured tie-break and returns the best

@@ -1,0 +1,164 @@
+package balancer
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pollbal/configs"
+	"pollbal/internal/testproc"
+)
+
+// A limit lowered between a request's pick and its take: the pick read the old limit (8) with
+// 3 in flight; a reload to capacity 2, or a refusal as full (which lowers the limit to what is
+// in flight without the refused lease), publishes a lower one before the take. The take must
+// go by the limit current then and refuse, not take a 4th slot on the old limit.
+func TestTakeAfterLimitLoweredSincePick(t *testing.T) {
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	cases := []struct {
+		name  string
+		lower func(bal *Balancer, held []Lease)
+		want  int64 // the limit after the lowering
+	}{
+		{name: "reload lowers the capacity", want: 2, lower: func(bal *Balancer, _ []Lease) {
+			bal.Update(cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20041", Capacity: 2}}))
+		}},
+		{name: "refusal as full lowers the limit", want: 2, lower: func(_ *Balancer, held []Lease) {
+			held[0].Full()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20041", Capacity: 8}}), nil)
+			markReady(bal, []string{"a"})
+			var held []Lease
+			for range 3 {
+				s := bal.Snapshot()
+				l, err := s.Acquire(s.AppByName("www"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, l)
+			}
+			s := bal.Snapshot()
+			app := s.AppByName("www")
+			set := app.primary.cur.Load()
+			m, limit := s.pick(app.primary, set, &set.groups[0], nil, time.Time{})
+			if m == nil || limit != 8 {
+				t.Fatalf("pick: %v under limit %d, want backend a under 8", m, limit)
+			}
+			tc.lower(bal, held)
+			if got := m.b.limit.Load(); got != tc.want {
+				t.Fatalf("limit %d after the lowering, want %d", got, tc.want)
+			}
+			if s.lease(m, limit, time.Time{}) {
+				held = append(held, Lease{Backend: m.b})
+				t.Errorf("took a slot with %d in flight on limit %d (the pick's limit was %d)", m.b.InFlight(), tc.want, limit)
+			}
+			if got := m.b.InFlight(); got != int64(len(held)) {
+				t.Errorf("%d in flight, want %d (a refused take gives its slot back)", got, len(held))
+			}
+			for i := range held {
+				held[i].Release()
+			}
+			if got := m.b.InFlight(); got != 0 {
+				t.Errorf("%d in flight after every release", got)
+			}
+		})
+	}
+}
+
+// TestLimitLoweredUnderConcurrentLeases runs leases from several goroutines while the capacity
+// is reloaded down from 8 to 2 and back, round after round. Once a lowering is published and
+// the count has fallen within it, no lease may take the count past it: every lease a goroutine
+// takes after seeing that (held counts the leases held, at most what is in flight) must find at
+// most 2 held. Run it under -race.
+func TestLimitLoweredUnderConcurrentLeases(t *testing.T) {
+	const (
+		high, low = 8, 2
+		workers   = 6
+		rounds    = 40
+	)
+	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
+	cfgAt := func(capacity int) *configs.Config {
+		return cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20051", Capacity: capacity}})
+	}
+	bal := newTestBalancer(t, cfgAt(high), nil)
+	markReady(bal, []string{"a"})
+	slot := bal.Snapshot().byID["a"].slot
+
+	var (
+		phase      atomic.Int64 // odd: a lowering to low is published and the count is within it
+		held       atomic.Int64 // leases held by the workers
+		taken      atomic.Int64 // leases taken so far
+		worst      atomic.Int64 // the most held seen by a lease taken while settled
+		stop       atomic.Bool
+		wg         sync.WaitGroup
+		unexpected = make(chan error, workers)
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				before := phase.Load() // read before the take: the take comes after it
+				s := bal.Snapshot()
+				l, err := s.Acquire(s.AppByName("www"), nil)
+				if errors.Is(err, ErrNoCandidate) {
+					runtime.Gosched()
+					continue
+				}
+				if err != nil {
+					unexpected <- err
+					return
+				}
+				h := held.Add(1)
+				// The same odd phase after: the capacity was not raised again before h was counted.
+				if before%2 == 1 && phase.Load() == before {
+					for {
+						w := worst.Load()
+						if h <= w || worst.CompareAndSwap(w, h) {
+							break
+						}
+					}
+				}
+				taken.Add(1)
+				held.Add(-1)
+				l.Release()
+			}
+		}()
+	}
+	progress := func(what string) {
+		from := taken.Load()
+		testproc.WaitFor(t, 10*time.Second, what, func() bool { return taken.Load() >= from+50 })
+	}
+	for range rounds {
+		progress("leases under the high capacity")
+		bal.Update(cfgAt(low))
+		testproc.WaitFor(t, 10*time.Second, "the count to fall within the lowered capacity", func() bool {
+			return slot.count() <= low
+		})
+		phase.Add(1)
+		progress("leases under the lowered capacity")
+		phase.Add(1)
+		bal.Update(cfgAt(high))
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(unexpected)
+	for err := range unexpected {
+		t.Fatal(err)
+	}
+	if w := worst.Load(); w > low {
+		t.Errorf("a lease taken after the lowering to %d was settled found %d held", low, w)
+	}
+	if w := worst.Load(); w == 0 {
+		t.Error("no lease was taken while the lowered capacity was settled: the test proved nothing")
+	}
+	if n := slot.count(); n != 0 {
+		t.Errorf("%d in flight after every release", n)
+	}
+}
