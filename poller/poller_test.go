@@ -253,14 +253,40 @@ func TestRiseFall(t *testing.T) {
 	}
 }
 
-// TestBackoff checks the gaps between checks as the backend's server sees them: they double
-// while it fails, up to max_backoff, and return to the interval after a good check. Timers never
-// fire early, so the lower bounds are tight but for request latency and prove the doubling; the
-// upper bounds only tell the cases apart — a capped gap is well under twice the cap, a gap back at the
-// interval under half the cap — which leaves hundreds of milliseconds for a loaded machine.
+// TestBackoffSchedule: a failing target's delays are the interval, then doubling, up to the cap.
+func TestBackoffSchedule(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name          string
+		interval, max time.Duration
+		want          []time.Duration
+	}{
+		{name: "doubles to the cap and stays", interval: 50 * ms, max: 400 * ms, want: []time.Duration{50 * ms, 100 * ms, 200 * ms, 400 * ms, 400 * ms}},
+		{name: "a cap between two steps is kept", interval: 100 * ms, max: 300 * ms, want: []time.Duration{100 * ms, 200 * ms, 300 * ms, 300 * ms}},
+		{name: "cap equal to the interval", interval: time.Second, max: time.Second, want: []time.Duration{time.Second, time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackoff(tc.interval, tc.max)
+			for i, want := range tc.want {
+				if got := b.NextBackOff(); got != want {
+					t.Fatalf("delay %d = %v, want %v", i+1, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestBackoff checks that the poller follows that schedule, in the gaps between checks as the
+// backend's server sees them: they grow while it fails, stop at max_backoff, and return to the
+// interval after a good check. A gap seen by the server is the delay plus the difference of two
+// requests' latencies, which a loaded 2-core machine under -race stretches to a few hundred
+// milliseconds; so the schedule spans 100 ms to 1.6 s and every bound leaves at least 250 ms
+// (40 % of the larger delays): growing gaps are well above the interval, the capped one is well
+// below the 3.2 s doubling would give, and one back at the interval is under half the cap.
 func TestBackoff(t *testing.T) {
 	s := fastSettings()
-	s.Interval, s.Timeout, s.MaxBackoff = 50*time.Millisecond, 45*time.Millisecond, 800*time.Millisecond
+	s.Interval, s.Timeout, s.MaxBackoff = 100*time.Millisecond, 90*time.Millisecond, 1600*time.Millisecond
 	fail := step{status: 503}
 	b := newBackend(t, fail, fail, fail, fail, fail, fail, step{body: "web"})
 	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: newFakeSink(),
@@ -279,14 +305,14 @@ func TestBackoff(t *testing.T) {
 		gap      int // between check gap+1 and gap+2
 		min, max time.Duration
 	}{
-		{name: "after 1st failure: interval", gap: 0, min: 30 * ms, max: 400 * ms},
-		{name: "after 2nd failure: doubled", gap: 1, min: 60 * ms, max: 800 * ms},
-		{name: "after 3rd failure: doubled again", gap: 2, min: 120 * ms, max: 800 * ms},
-		{name: "after 4th failure: doubled again", gap: 3, min: 240 * ms, max: 1600 * ms},
-		{name: "after 5th failure: doubled to the cap", gap: 4, min: 480 * ms, max: 1500 * ms},
-		{name: "after 6th failure: capped", gap: 5, min: 480 * ms, max: 1500 * ms},
-		{name: "after a good check: interval again", gap: 6, min: 30 * ms, max: 400 * ms},
-		{name: "and it stays there", gap: 7, min: 30 * ms, max: 400 * ms},
+		{name: "after 1st failure: interval", gap: 0, min: 0, max: 800 * ms},
+		{name: "after 2nd failure: 200 ms", gap: 1, min: 0, max: 2600 * ms},
+		{name: "after 3rd failure: 400 ms", gap: 2, min: 150 * ms, max: 2600 * ms},
+		{name: "after 4th failure: 800 ms", gap: 3, min: 480 * ms, max: 2600 * ms},
+		{name: "after 5th failure: 1.6 s, the cap", gap: 4, min: 960 * ms, max: 2600 * ms},
+		{name: "after 6th failure: capped", gap: 5, min: 960 * ms, max: 2600 * ms},
+		{name: "after a good check: interval again", gap: 6, min: 0, max: 800 * ms},
+		{name: "and it stays there", gap: 7, min: 0, max: 800 * ms},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
