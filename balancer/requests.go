@@ -46,7 +46,7 @@ func newRequestVecs() (*prometheus.CounterVec, *prometheus.HistogramVec) {
 		}, []string{"app", "code"}),
 		prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pollbal_request_duration_seconds",
-			Help:    "Time from the request being read to its answer being ready, by app.",
+			Help:    "Time from the request being read to its answer being written (a streamed body's last byte), by app.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"app"})
 }
@@ -58,6 +58,12 @@ func (m *metrics) newRequestMetrics(name string) *RequestMetrics {
 // Done records one answered request that took elapsed.
 func (r *RequestMetrics) Done(code int, elapsed time.Duration) {
 	r.Count(code)
+	r.Took(elapsed)
+}
+
+// Took records the duration of a request counted earlier (Count): one whose streamed body
+// ended after it was counted.
+func (r *RequestMetrics) Took(elapsed time.Duration) {
 	r.duration.Observe(elapsed.Seconds())
 }
 

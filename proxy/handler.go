@@ -27,7 +27,14 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	case app == nil:
 		answerNoApp(ctx)
 	default:
-		p.forwardSafely(ctx, snap, app, start)
+		if p.forwardSafely(ctx, snap, app, start) {
+			// A streamed body: its end records the duration (stream.go).
+			if p.stopping.Load() {
+				ctx.SetConnectionClose()
+			}
+			snap.Requests(app).Count(ctx.Response.StatusCode())
+			return
+		}
 	}
 	if p.stopping.Load() {
 		ctx.SetConnectionClose()
@@ -38,14 +45,15 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 // forwardSafely is forward with a panic contained to its request: the lease was already
 // released by attempt's deferred Release while the panic unwound, the client gets a 500
 // internal_error, and the process keeps serving.
-func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) {
+func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) (timed bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("panic while forwarding; answered 500", "app", app.Name, "panic", r)
 			answerInternalError(ctx)
+			timed = false
 		}
 	}()
-	p.forward(ctx, snap, app, start)
+	return p.forward(ctx, snap, app, start)
 }
 
 // forward sends the request to the app's best candidate and, when the backend could not be
@@ -59,17 +67,21 @@ func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot,
 // passed since start, and each attempt is bounded by backend_timeout, so the response begins,
 // or pollbal answers, within queue_timeout + 2 × backend_timeout (and the watchdog's two
 // ticks) whatever the number of retries. The request is then answered for the last failure.
-func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) {
+//
+// timed reports a response whose body is streamed: the stream records the request's duration
+// when its last byte has been written (pollbal_request_duration_seconds), so the caller only
+// counts the request.
+func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) (timed bool) {
 	pc := &snap.Config().Proxy
 	up, ok := p.planBody(ctx, pc)
 	if !ok {
-		return
+		return false
 	}
 	http10 := !ctx.Request.Header.IsHTTP11() // prepareRequest makes the request HTTP/1.1
 	upgrade := prepareRequest(ctx, p.trust.get(snap.Config()))
 	if upgrade == upgradeRefused {
 		answerUpgradeUnsupported(ctx)
-		return
+		return false
 	}
 	idem := idempotent(ctx.Request.Header.Method())
 
@@ -97,10 +109,14 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue, last == nil && full > 0)
 		switch o {
 		case outcomeOK:
+			b, streamed := ctx.Response.BodyStream().(*responseBody)
+			if streamed {
+				b.metrics, b.began = snap.Requests(app), start
+			}
 			if http10 && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0 {
 				p.relayUntilClose(ctx, pc.ClientTimeout)
 			}
-			return
+			return streamed
 		case outcomeFull:
 			// Nothing was processed: the next candidate at once, for any method, without
 			// using a retry; a streamed body cannot be sent again.
@@ -114,17 +130,17 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			} else {
 				answerFailure(ctx, failed, app, last, pool)
 			}
-			return
+			return false
 		case outcomeClientGone:
 			answerClientGone(ctx, up)
-			return
+			return false
 		case outcomeQueueFull, outcomeQueueTimeout:
 			answerQueued(ctx, app, o == outcomeQueueFull)
-			return
+			return false
 		case outcomeBodyTooLarge:
 			answerBodyTooLarge(ctx, pc.MaxRequestBody)
 			ctx.SetConnectionClose()
-			return
+			return false
 		}
 		if o == outcomeNoCandidate {
 			break
@@ -137,9 +153,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	}
 	if last == nil {
 		answerExhausted(ctx, app)
-		return
+		return false
 	}
 	answerFailure(ctx, failed, app, last, pool)
+	return false
 }
 
 // maxFullRefusals bounds the candidates one request tries after refusals as full.

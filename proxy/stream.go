@@ -84,6 +84,10 @@ type responseBody struct {
 	// detached makes Close do nothing while fasthttp's response lets go of the stream, which
 	// is then relayed on the hijacked connection (relayUntilClose).
 	detached bool
+	// metrics, when set, takes the request's duration, from began (on p.clock) to Close: the
+	// handler counted the request but left its duration to the stream's end (handler.go).
+	metrics *balancer.RequestMetrics
+	began   time.Duration
 }
 
 func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, lease balancer.Lease, src io.Reader, length int64, keep, chunked bool, direct net.Conn) {
@@ -142,13 +146,14 @@ func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
 	return n, rerr
 }
 
-// Close ends the forward; only the first call does anything.
+// Close ends the forward, and records the request's duration when the handler left it to the
+// stream; only the first call does anything.
 func (b *responseBody) Close() error {
 	if !b.open || b.detached {
 		return nil
 	}
 	b.open = false
-	bc, pool, lease := b.bc, b.pool, b.lease
+	p, bc, pool, lease, metrics, began := b.p, b.bc, b.pool, b.lease, b.metrics, b.began
 	if b.chunk {
 		_ = bc.chunks.CloseBodyStream()
 	}
@@ -160,6 +165,9 @@ func (b *responseBody) Close() error {
 		bc.close()
 	}
 	lease.Release()
+	if metrics != nil {
+		metrics.Took(p.clock.now() - began)
+	}
 	return nil
 }
 
