@@ -200,6 +200,16 @@ func fastSettings() configs.Poll {
 		MaxBackoff: 200 * time.Millisecond, MaxBody: 4096}
 }
 
+// scriptedSettings are fastSettings for tests that compare every check's outcome with a scripted
+// answer: a timeout that a late read on a loaded 2-core machine does not reach (fastSettings'
+// 95 ms was reached once, which turned a scripted answer into "timeout after 95ms"), and a backoff
+// equal to the interval so that failures do not stretch the script.
+func scriptedSettings() configs.Poll {
+	s := fastSettings()
+	s.Interval, s.Timeout, s.MaxBackoff = 300*time.Millisecond, 290*time.Millisecond, 300*time.Millisecond
+	return s
+}
+
 // start runs p until the test ends; the cleanup stops it, waits for Run and checks that no
 // goroutine of the poller is left.
 func start(t *testing.T, p *Poller) (stop func()) {

@@ -86,7 +86,7 @@ func TestLoadReport(t *testing.T) {
 	var logs testproc.Buffer
 	sink := newFakeSink()
 	reg := prometheus.NewRegistry()
-	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: sink, Logger: newTestLogger(&logs),
+	p, err := New(Options{Site: "s", Version: "v", Settings: scriptedSettings(), Sink: sink, Logger: newTestLogger(&logs),
 		Registerer: reg, Targets: []Target{{ID: "b", Address: b.addr}}})
 	if err != nil {
 		t.Fatal(err)

@@ -234,7 +234,7 @@ func TestRiseFall(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBackend(t, tc.steps...)
-			s := fastSettings()
+			s := scriptedSettings()
 			s.Rise, s.Fall = tc.rise, tc.fall
 			sink := newFakeSink()
 			p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
@@ -334,12 +334,7 @@ func TestReasonLoggedOnChange(t *testing.T) {
 	b := newBackend(t, good, invalid, invalid, invalid, unavailable, unavailable, good, good)
 	var logs testproc.Buffer
 	sink := newFakeSink()
-	// Each scripted answer must be the check's outcome: with fastSettings' 95ms timeout a loaded
-	// machine read one late ("timeout after 95ms", a fifth change). The interval and the backoff
-	// stay equal so that the failures do not stretch the script.
-	s := fastSettings()
-	s.Interval, s.Timeout, s.MaxBackoff = 300*time.Millisecond, 290*time.Millisecond, 300*time.Millisecond
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Logger: newTestLogger(&logs),
+	p, err := New(Options{Site: "s", Version: "v", Settings: scriptedSettings(), Sink: sink, Logger: newTestLogger(&logs),
 		Targets: []Target{{ID: "b", Address: b.addr}}})
 	if err != nil {
 		t.Fatal(err)
