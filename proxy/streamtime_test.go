@@ -16,7 +16,7 @@ import (
 // A streamed response's request duration ends with its last byte, not when the handler returns
 // with the body still to come: a slow backend sends 10 pieces 20 ms apart (chunked, so the body
 // is streamed), and the duration pollbal records must cover the time from the response header
-// reaching the client to the backend's last piece. The request is counted once.
+// reaching the client to the backend starting to send its last piece. The request is counted once.
 func TestStreamedResponseDurationEndsWithLastByte(t *testing.T) {
 	const pieces, gap = 10, 20 * time.Millisecond
 	lastPiece := make(chan time.Time, 1)
@@ -28,12 +28,14 @@ func TestStreamedResponseDurationEndsWithLastByte(t *testing.T) {
 				if i > 0 {
 					<-tick.C // a slow backend: one piece per gap
 				}
+				if i == pieces-1 {
+					lastPiece <- time.Now() // before it is sent: pollbal cannot have written it yet
+				}
 				_, _ = w.WriteString("piece\n")
 				if err := w.Flush(); err != nil {
 					return
 				}
 			}
-			lastPiece <- time.Now()
 		})
 	})
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}},
