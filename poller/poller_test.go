@@ -277,13 +277,17 @@ func TestBackoffSchedule(t *testing.T) {
 	}
 }
 
-// TestBackoff checks that the poller follows that schedule, in the gaps between checks as the
-// backend's server sees them: they grow while it fails, stop at max_backoff, and return to the
-// interval after a good check. A gap seen by the server is the delay plus the difference of two
-// requests' latencies, which a loaded 2-core machine under -race stretches to a few hundred
-// milliseconds; so the schedule spans 100 ms to 1.6 s and every bound leaves at least 250 ms
-// (40 % of the larger delays): growing gaps are well above the interval, the capped one is well
-// below the 3.2 s doubling would give, and one back at the interval is under half the cap.
+// TestBackoff checks that the poller follows that schedule: the checks' gaps grow while the
+// backend fails, stop at max_backoff, and return to the interval after a good check.
+//
+// The times are those the backend's server sees, each a check's start plus its request's
+// latency, which a loaded 2-core machine under -race stretches to a few hundred milliseconds
+// (a gap of 121 ms was seen for a 400 ms delay, the first of the two requests late). So the lower
+// bounds are cumulative, and exact: a timer never fires early and each check starts its delay
+// after the previous one started, so check k+1 reaches the server no sooner than the sum of the
+// first k delays after Run began (4.7 s by the capped gap, against 0.6 s at a fixed interval).
+// The upper bounds are per gap, with at least 700 ms to spare: a capped gap stays well below the
+// 3.2 s doubling would give, and one back at the interval well below the cap.
 func TestBackoff(t *testing.T) {
 	s := fastSettings()
 	s.Interval, s.Timeout, s.MaxBackoff = 100*time.Millisecond, 90*time.Millisecond, 1600*time.Millisecond
@@ -294,6 +298,7 @@ func TestBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
 	start(t, p)
 	var at []time.Time
 	for range 9 {
@@ -301,23 +306,29 @@ func TestBackoff(t *testing.T) {
 	}
 	ms := time.Millisecond
 	cases := []struct {
-		name     string
-		gap      int // between check gap+1 and gap+2
-		min, max time.Duration
+		name  string
+		gap   int           // between check gap+1 and gap+2
+		delay time.Duration // the schedule's delay after check gap+1
+		max   time.Duration
 	}{
-		{name: "after 1st failure: interval", gap: 0, min: 0, max: 800 * ms},
-		{name: "after 2nd failure: 200 ms", gap: 1, min: 0, max: 2600 * ms},
-		{name: "after 3rd failure: 400 ms", gap: 2, min: 150 * ms, max: 2600 * ms},
-		{name: "after 4th failure: 800 ms", gap: 3, min: 480 * ms, max: 2600 * ms},
-		{name: "after 5th failure: 1.6 s, the cap", gap: 4, min: 960 * ms, max: 2600 * ms},
-		{name: "after 6th failure: capped", gap: 5, min: 960 * ms, max: 2600 * ms},
-		{name: "after a good check: interval again", gap: 6, min: 0, max: 800 * ms},
-		{name: "and it stays there", gap: 7, min: 0, max: 800 * ms},
+		{name: "after 1st failure: interval", gap: 0, delay: 100 * ms, max: 800 * ms},
+		{name: "after 2nd failure: 200 ms", gap: 1, delay: 200 * ms, max: 2600 * ms},
+		{name: "after 3rd failure: 400 ms", gap: 2, delay: 400 * ms, max: 2600 * ms},
+		{name: "after 4th failure: 800 ms", gap: 3, delay: 800 * ms, max: 2600 * ms},
+		{name: "after 5th failure: 1.6 s, the cap", gap: 4, delay: 1600 * ms, max: 2600 * ms},
+		{name: "after 6th failure: capped", gap: 5, delay: 1600 * ms, max: 2600 * ms},
+		{name: "after a good check: interval again", gap: 6, delay: 100 * ms, max: 800 * ms},
+		{name: "and it stays there", gap: 7, delay: 100 * ms, max: 800 * ms},
 	}
+	var least time.Duration // the sum of the delays so far
 	for _, tc := range cases {
+		least += tc.delay
 		t.Run(tc.name, func(t *testing.T) {
-			if got := at[tc.gap+1].Sub(at[tc.gap]); got < tc.min || got > tc.max {
-				t.Fatalf("gap %d = %v, want in [%v, %v]", tc.gap, got, tc.min, tc.max)
+			if got := at[tc.gap+1].Sub(at[tc.gap]); got > tc.max {
+				t.Errorf("gap %d = %v, want at most %v", tc.gap, got, tc.max)
+			}
+			if got := at[tc.gap+1].Sub(began); got < least {
+				t.Errorf("check %d reached the server %v after Run began, want at least %v (the delays so far)", tc.gap+2, got, least)
 			}
 		})
 	}
