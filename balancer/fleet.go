@@ -18,6 +18,9 @@ const reportMaxAge = 3
 type Load struct {
 	report.Load
 	MineThen int64 // this instance's in-flight on the backend when the answer arrived
+	// LimitThen is this instance's limit on the backend when the answer arrived, before the
+	// answer changed it: a paced limit above it is still rising (ConfirmAfter).
+	LimitThen int64
 	// The report before this one: what it said the others had in progress, and when it
 	// arrived (zero when there was none).
 	PrevOthers int64
@@ -41,6 +44,7 @@ type fleetDecision struct {
 	Capacity int64 // the backend's total capacity: the reported one when a fresh report has one
 	Limit    int64 // what this instance may have in flight on it (before slow start)
 	Fresh    bool  // the limit was computed from a report
+	Paced    bool  // the limit is below what the others leave free: it rises on the next report
 }
 
 // fleetLimit computes how many requests this instance may have in flight on a backend: with a
@@ -69,6 +73,16 @@ type fleetDecision struct {
 // the limit rises then; a second that shows even less asks for a third, since the first may
 // have over-counted (one of this instance's requests had just ended when the answer arrived).
 // A falling limit applies at once.
+//
+// A third rule paces a rise: the limit is at most mine_then + ceil(free / instances), where
+// free = capacity - others - mine_then is what the backend had free when it answered. A
+// backend that looks idle to every instance at once (the processes in front of it did not run
+// for a while, so both checks saw it empty) would otherwise be claimed whole by each of them:
+// 3 instances x 8 slots on 8 slots, and 16 refusals. Paced, the instances that claim at once
+// take no more than free + instances - 1 together. An instance alone on a backend reaches
+// capacity - others in a few steps, one per check (the gap shrinks by a factor
+// (instances-1)/instances per step); those checks are asked for at once while the limit is
+// still rising (ConfirmAfter), so it does so well within one interval.
 func fleetLimit(in fleetInput) fleetDecision {
 	capacity := max(in.Configured, 0)
 	n := int64(max(in.Instances, 1))
@@ -80,12 +94,21 @@ func fleetLimit(in fleetInput) fleetDecision {
 		capacity = r.Capacity
 	}
 	others := r.others()
-	limit := capacity - max(others, r.prevOthers(in.Now, in.Interval))
+	held := max(others, r.prevOthers(in.Now, in.Interval))
+	limit := capacity - held
 	if n > 1 && r.InFlight >= capacity && r.MineThen > (capacity+n-1)/n && others < r.MineThen {
 		// Full, and this instance holds more than its share: one slot back (see above).
 		limit = min(limit, r.MineThen-1)
 	}
-	return fleetDecision{Capacity: capacity, Limit: max(0, limit), Fresh: true}
+	paced := false
+	if n > 1 {
+		// A rise by at most this instance's share of what was free (see above).
+		free := max(0, capacity-held-r.MineThen)
+		if step := r.MineThen + (free+n-1)/n; step < limit {
+			limit, paced = step, true
+		}
+	}
+	return fleetDecision{Capacity: capacity, Limit: max(0, limit), Fresh: true, Paced: paced}
 }
 
 // prevOthers is the others of the report before r while that one is fresh at now; 0 without.
@@ -108,7 +131,10 @@ func confirmDelay(interval time.Duration) time.Duration { return min(confirmAfte
 // ConfirmAfter says how soon backend id should be checked again: when its last report shows the
 // others with fewer requests in progress than the report before it, the limit does not rise
 // until a second report shows it too (fleetLimit), and that report is asked for now rather than
-// an interval later; 0 when there is nothing to confirm.
+// an interval later; likewise while a paced limit is still rising (it rose on this report and
+// is below what the others leave free), so that an instance alone on a backend reaches its
+// spare capacity in a few checks rather than a few intervals; 0 when there is nothing to
+// confirm. The poller bounds how many such checks come in a row.
 func (b *Balancer) ConfirmAfter(id string) time.Duration {
 	s := b.snap.Load()
 	m := s.byID[id]
@@ -116,10 +142,17 @@ func (b *Balancer) ConfirmAfter(id string) time.Duration {
 		return 0
 	}
 	l := m.b.load.Load()
-	if l == nil || l.prevOthers(b.now(), s.cfg.Poll.Interval) <= l.others() {
+	if l == nil {
 		return 0
 	}
-	return confirmDelay(s.cfg.Poll.Interval)
+	now := b.now()
+	if l.prevOthers(now, s.cfg.Poll.Interval) > l.others() {
+		return confirmDelay(s.cfg.Poll.Interval)
+	}
+	if d := s.decide(m.cfg, l, now); d.Fresh && d.Paced && d.Limit > l.LimitThen {
+		return confirmDelay(s.cfg.Poll.Interval)
+	}
+	return 0
 }
 
 // reportStale reports whether a report that arrived at `at` is older than reportMaxAge
@@ -159,7 +192,7 @@ func (b *Balancer) observeLoad(rt *Backend, o Observation) {
 		if cur != nil && cur.At.Equal(o.Load.At) && cur.InFlight == o.Load.InFlight && cur.Capacity == o.Load.Capacity {
 			l = cur
 		} else {
-			fresh := &Load{Load: *o.Load, MineThen: rt.InFlight()}
+			fresh := &Load{Load: *o.Load, MineThen: rt.InFlight(), LimitThen: rt.limit.Load()}
 			if cur != nil {
 				fresh.PrevOthers, fresh.PrevAt = cur.others(), cur.At
 			}

@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,18 +43,42 @@ func TestFleetLimit(t *testing.T) {
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 7, At: t0.Add(-500 * time.Millisecond)}, MineThen: 2}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
-		{name: "fresh report, the backend idle: the whole capacity",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+		{name: "fresh report, the backend idle: the whole capacity alone",
+			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 0, At: t0}}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
-		{name: "fresh report, all in flight is mine: the whole capacity",
+		{name: "fresh report, the backend idle, three instances: a rise paced to ceil(8/3)",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 0, At: t0}}},
+			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true, Paced: true}},
+		{name: "fresh report, all in flight is mine: mine + ceil(2 free / 3)",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 6, At: t0}, MineThen: 6}},
-			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
-		{name: "reported below mine_then (my requests ended first): others is 0",
+			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true, Paced: true}},
+		{name: "fresh report, all in flight is mine, one free: the whole capacity",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 7, At: t0}, MineThen: 7}},
+			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
+		{name: "a rise paced by the share of what was free: 2 + ceil(4 free / 2)",
+			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 4, At: t0}, MineThen: 2}},
+			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true, Paced: true}},
+		{name: "a fall is not paced: the others took all but one",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 1}},
+			want: fleetDecision{Capacity: 8, Limit: 1, Fresh: true}},
+		{name: "one instance: never paced",
+			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 2, At: t0}, MineThen: 1}},
+			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
+		{name: "reported below mine_then (my requests ended first): others is 0",
+			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 1, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
+		{name: "reported below mine_then, three instances: paced from mine, 4 + ceil(4 / 3)",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 1, At: t0}, MineThen: 4}},
+			want: fleetDecision{Capacity: 8, Limit: 6, Fresh: true, Paced: true}},
 		{name: "others hold it all: nothing left",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 0}},
@@ -93,7 +118,7 @@ func TestFleetLimit(t *testing.T) {
 		{name: "reported capacity wins over the configured one",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 10, Capacity: 32, At: t0}, MineThen: 4}},
-			want: fleetDecision{Capacity: 32, Limit: 26, Fresh: true}},
+			want: fleetDecision{Capacity: 32, Limit: 4 + 8, Fresh: true, Paced: true}}, // 32-6 paced: 4 + ceil(22/3)
 		{name: "reported capacity below the configured one wins too",
 			in: fleetInput{Configured: 100, Instances: 1, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 3, Capacity: 4, At: t0}}},
@@ -109,7 +134,7 @@ func TestFleetLimit(t *testing.T) {
 		{name: "report exactly 3 intervals old is still fresh",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(-3 * sec)}}},
-			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true}},
+			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true, Paced: true}}, // 5 paced: ceil(5/3)
 		{name: "report older than 3 intervals counts as none (its capacity too)",
 			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 6, Capacity: 40, At: t0.Add(-3*sec - time.Millisecond)}}},
@@ -125,7 +150,7 @@ func TestFleetLimit(t *testing.T) {
 		{name: "two reports agree: the limit rises",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-25 * time.Millisecond)}},
-			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
+			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true, Paced: true}}, // 7 paced: 2 + ceil(5/3)
 		{name: "others grew since the previous report: the latest counts at once",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-sec)}},
@@ -133,15 +158,15 @@ func TestFleetLimit(t *testing.T) {
 		{name: "a previous report older than 3 intervals does not count",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
-			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
+			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true, Paced: true}}, // 7 paced: 2 + ceil(5/3)
 		{name: "the previous report's others are what is left of a reported capacity too",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 0, Capacity: 32, At: t0}, PrevOthers: 20, PrevAt: t0.Add(-sec)}},
-			want: fleetDecision{Capacity: 32, Limit: 12, Fresh: true}},
+			want: fleetDecision{Capacity: 32, Limit: 4, Fresh: true, Paced: true}}, // 12 paced: ceil(12/3)
 		{name: "a report from the future (clock step) is fresh",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(time.Minute)}}},
-			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true}},
+			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true, Paced: true}}, // 5 paced: ceil(5/3)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,17 +288,59 @@ func TestFleetLimitSchedules(t *testing.T) {
 			t.Fatalf("leases %v, want 8 on each", got)
 		}
 	})
-	t.Run("a fresh report leaves this instance what the others do not use", func(t *testing.T) {
+	t.Run("a fresh report leaves this instance its share of what the others do not use", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &report.Load{InFlight: 5}) // the other instances hold 5 of a's 8
 		f.observe("b", &report.Load{InFlight: 0})
-		if f.limit("a") != 3 || f.limit("b") != 8 {
-			t.Fatalf("limits a=%d b=%d, want 3 and 8", f.limit("a"), f.limit("b"))
+		// 8 - 5 = 3 and 8, paced: ceil(3/3) = 1 and ceil(8/3) = 3.
+		if f.limit("a") != 1 || f.limit("b") != 3 {
+			t.Fatalf("limits a=%d b=%d, want 1 and 3", f.limit("a"), f.limit("b"))
 		}
 		got, ls := f.fill(t)
 		defer release(ls)
-		if got["a"] != 3 || got["b"] != 8 {
-			t.Fatalf("leases %v, want a=3 b=8", got)
+		if got["a"] != 1 || got["b"] != 3 {
+			t.Fatalf("leases %v, want a=1 b=3", got)
+		}
+	})
+	t.Run("a busy instance alone: the limit rises step by step, each step asked for soon", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		s := f.bal.Snapshot()
+		except := &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}}
+		var ls []Lease
+		defer func() { release(ls) }()
+		take := func(limit int64) { // busy: it takes every slot it may
+			for int64(len(ls)) < limit {
+				l, err := f.bal.Snapshot().Acquire(f.app, except)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ls = append(ls, l)
+			}
+		}
+		// The first report: ceil(8/3) = 3, what it had without one; not a rise.
+		f.observe("a", &report.Load{InFlight: 0})
+		if limit, after := f.limit("a"), f.bal.ConfirmAfter("a"); limit != 3 || after != 0 {
+			t.Fatalf("first report: limit %d, confirm after %v; want 3 and nothing to confirm", limit, after)
+		}
+		take(3)
+		var steps []int64
+		for range 10 {
+			f.now = f.now.Add(confirmAfter)
+			f.observe("a", &report.Load{InFlight: int64(len(ls))}) // all of it mine
+			limit, after := f.limit("a"), f.bal.ConfirmAfter("a")
+			steps = append(steps, limit)
+			if want := confirmAfter; limit == 8 {
+				if after != 0 {
+					t.Fatalf("limit 8 reached: confirm after %v, want nothing to confirm", after)
+				}
+				break
+			} else if after != want {
+				t.Fatalf("limit %d still rising: confirm after %v, want %v", limit, after, want)
+			}
+			take(limit)
+		}
+		if !slices.Equal(steps, []int64{5, 6, 7, 8}) {
+			t.Fatalf("limits %v, want 5 6 7 8", steps)
 		}
 	})
 	t.Run("mine_then: my own in-flight in the report is not counted as others'", func(t *testing.T) {
@@ -293,16 +360,16 @@ func TestFleetLimitSchedules(t *testing.T) {
 		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 2 {
 			t.Fatalf("mine_then %d, want 2", got)
 		}
-		if got := f.limit("a"); got != 4 {
-			t.Fatalf("limit %d, want 8 - (6 - 2) = 4", got)
+		if got := f.limit("a"); got != 3 {
+			t.Fatalf("limit %d, want 8 - (6 - 2) = 4 paced to 2 + ceil((8 - 6) / 3) = 3", got)
 		}
 	})
 	t.Run("ranking by limit - mine steers to the most spare fleet-wide", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 6}) // a: limit 2
-		f.observe("b", &report.Load{InFlight: 2}) // b: limit 6
+		f.observe("a", &report.Load{InFlight: 6}) // a: limit 2, paced to ceil(2/3) = 1
+		f.observe("b", &report.Load{InFlight: 0}) // b: limit 8, paced to ceil(8/3) = 3
 		var order []string
-		for range 5 {
+		for range 4 {
 			l, err := f.bal.Snapshot().Acquire(f.app, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -310,8 +377,8 @@ func TestFleetLimitSchedules(t *testing.T) {
 			defer l.Release()
 			order = append(order, l.Backend.ID)
 		}
-		// b has 6 spare against a's 2: b takes the first four, then they alternate.
-		for i, id := range order[:4] {
+		// b has 3 spare against a's 1: b takes the first two, then they alternate.
+		for i, id := range order[:2] {
 			if id != "b" {
 				t.Fatalf("lease %d on %s, want b first while it has more spare: %v", i, id, order)
 			}
@@ -319,14 +386,14 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a report older than 3 intervals counts as none after the round", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 0})
-		if got := f.limit("a"); got != 8 {
-			t.Fatalf("fresh: limit %d, want 8", got)
+		f.observe("a", &report.Load{InFlight: 7})
+		if got := f.limit("a"); got != 1 {
+			t.Fatalf("fresh: limit %d, want 1", got)
 		}
 		f.now = f.now.Add(3 * time.Second)
 		f.bal.RoundDone()
-		if got := f.limit("a"); got != 8 {
-			t.Fatalf("3 intervals old: limit %d, want 8 still", got)
+		if got := f.limit("a"); got != 1 {
+			t.Fatalf("3 intervals old: limit %d, want 1 still", got)
 		}
 		f.now = f.now.Add(time.Millisecond)
 		f.bal.RoundDone()
@@ -376,7 +443,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a refusal lowers the limit to what is in flight until the next report", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 0}) // a: limit 8
+		f.observe("a", &report.Load{InFlight: 0}) // a: limit 8, paced to ceil(8/3) = 3
 		s := f.bal.Snapshot()
 		except := &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}}
 		var ls []Lease
@@ -398,30 +465,35 @@ func TestFleetLimitSchedules(t *testing.T) {
 		}
 		f.now = f.now.Add(time.Second)
 		f.observe("a", &report.Load{InFlight: 2})
-		if got := f.limit("a"); got != 8 {
-			t.Fatalf("after the next report: limit %d, want 8 again", got)
+		if got := f.limit("a"); got != 4 {
+			t.Fatalf("after the next report: limit %d, want 8 paced to 2 + ceil(6/3) = 4", got)
 		}
 	})
 	t.Run("a limit rises on a second report, asked for soon; it falls at once", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &report.Load{InFlight: 5})
-		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != 0 {
-			t.Fatalf("first report, others 5: limit %d, confirm after %v; want 3 and nothing to confirm", got, after)
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 1 || after != 0 {
+			t.Fatalf("first report, others 5: limit %d, confirm after %v; want 8 - 5 paced to ceil(3/3) = 1, and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
 		f.observe("a", &report.Load{InFlight: 1}) // others 1: perhaps a request between two of its client's
-		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != confirmAfter {
-			t.Fatalf("others down to 1: limit %d, confirm after %v; want 3 until confirmed, and %v", got, after, confirmAfter)
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 1 || after != confirmAfter {
+			t.Fatalf("others down to 1: limit %d, confirm after %v; want 1 until confirmed, and %v", got, after, confirmAfter)
 		}
 		f.now = f.now.Add(confirmAfter)
 		f.observe("a", &report.Load{InFlight: 1})
-		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 7 || after != 0 {
-			t.Fatalf("confirmed: limit %d, confirm after %v; want 8 - 1 = 7 and nothing to confirm", got, after)
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != confirmAfter {
+			t.Fatalf("confirmed: limit %d, confirm after %v; want 8 - 1 paced to ceil(7/3) = 3, still rising: %v", got, after, confirmAfter)
+		}
+		f.now = f.now.Add(confirmAfter)
+		f.observe("a", &report.Load{InFlight: 1}) // this instance took nothing meanwhile
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != 0 {
+			t.Fatalf("idle: limit %d, confirm after %v; want 3, no longer rising, and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
 		f.observe("a", &report.Load{InFlight: 6})
-		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 2 || after != 0 {
-			t.Fatalf("others up to 6: limit %d, confirm after %v; want 2 at once and nothing to confirm", got, after)
+		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 1 || after != 0 {
+			t.Fatalf("others up to 6: limit %d, confirm after %v; want 1 at once and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
 		f.observe("a", &report.Load{InFlight: 8})
@@ -444,15 +516,15 @@ func TestFleetLimitSchedules(t *testing.T) {
 		if st[0].Load == nil || *st[0].Load != (LoadState{InFlight: 5, Capacity: 8, AgeMs: 250}) {
 			t.Fatalf("a's load %+v, want {5 8 250}", st[0].Load)
 		}
-		if st[0].Limit != 3 || st[1].Limit != 3 || st[1].Load != nil {
-			t.Fatalf("limits %d/%d load b %+v, want 3, 3 and null", st[0].Limit, st[1].Limit, st[1].Load)
+		if st[0].Limit != 1 || st[1].Limit != 3 || st[1].Load != nil {
+			t.Fatalf("limits %d/%d load b %+v, want 8 - 5 paced to 1, 3 and null", st[0].Limit, st[1].Limit, st[1].Load)
 		}
 		reg := prometheus.NewRegistry()
 		if err := reg.Register(f.bal.metrics); err != nil {
 			t.Fatal(err)
 		}
 		want := "# HELP pollbal_backend_limit " + "Requests this instance may have in flight on the backend now: its share of the capacity for the fleet (fleet.instances, load reports), slow start applied.\n" +
-			"# TYPE pollbal_backend_limit gauge\npollbal_backend_limit{backend=\"a\"} 3\npollbal_backend_limit{backend=\"b\"} 3\n"
+			"# TYPE pollbal_backend_limit gauge\npollbal_backend_limit{backend=\"a\"} 1\npollbal_backend_limit{backend=\"b\"} 3\n"
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "pollbal_backend_limit"); err != nil {
 			t.Fatal(err)
 		}
@@ -525,7 +597,69 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 	f := &fleetFixture{bal: bal, app: app}
 	got, ls := f.fill(t)
 	release(ls)
-	if got["a"] != maxReported || got["b"] != maxReported {
-		t.Fatalf("after the reports settled: leases %v, want %d on each", got, maxReported)
+	// Nothing in flight anywhere: the whole capacity, paced to ceil(12 / 2) = 6.
+	if got["a"] != maxReported/2 || got["b"] != maxReported/2 {
+		t.Fatalf("after the reports settled: leases %v, want %d on each", got, maxReported/2)
 	}
+}
+
+// TestFleetPacing checks the paced rise over several reports: an instance alone on a backend,
+// taking every slot its limit allows before each report, reaches the whole capacity in a few
+// reports; instances that all see the same report and all claim what their limits allow at
+// once never take more than what was free plus instances-1 (without pacing: instances x free).
+func TestFleetPacing(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t.Run("alone: the limit reaches the capacity step by step", func(t *testing.T) {
+		for _, tt := range []struct {
+			capacity  int64
+			instances int
+			steps     []int64
+		}{
+			{8, 3, []int64{3, 5, 6, 7, 8}},
+			{8, 2, []int64{4, 6, 7, 8}},
+			{64, 3, []int64{22, 36, 46, 52, 56, 59, 61, 62, 63, 64}},
+			{8, 1, []int64{8}},
+		} {
+			var mine int64
+			var got []int64
+			for range 20 {
+				d := fleetLimit(fleetInput{Configured: tt.capacity, Instances: tt.instances, Now: t0, Interval: time.Second,
+					Report: &Load{Load: report.Load{InFlight: mine, At: t0}, MineThen: mine}})
+				got = append(got, d.Limit)
+				if d.Paced != (d.Limit < tt.capacity) {
+					t.Errorf("capacity %d, %d instances, mine %d: paced %v with limit %d", tt.capacity, tt.instances, mine, d.Paced, d.Limit)
+				}
+				if d.Limit == tt.capacity {
+					break
+				}
+				mine = d.Limit // busy: it takes every slot it may
+			}
+			if !slices.Equal(got, tt.steps) {
+				t.Errorf("capacity %d, %d instances: limits %v, want %v", tt.capacity, tt.instances, got, tt.steps)
+			}
+		}
+	})
+	t.Run("claimers on one report take at most free + instances - 1", func(t *testing.T) {
+		const n = 3
+		for capacity := int64(1); capacity <= 16; capacity++ {
+			for m0 := int64(0); m0 <= capacity; m0++ {
+				for m1 := int64(0); m0+m1 <= capacity; m1++ {
+					for m2 := int64(0); m0+m1+m2 <= capacity; m2++ {
+						mine := [n]int64{m0, m1, m2}
+						inFlight := m0 + m1 + m2
+						free := capacity - inFlight
+						var claimed int64
+						for _, m := range mine {
+							d := fleetLimit(fleetInput{Configured: capacity, Instances: n, Now: t0, Interval: time.Second,
+								Report: &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: m}})
+							claimed += max(0, d.Limit-m)
+						}
+						if claimed > free+n-1 || (free%n == 0 && claimed > free) {
+							t.Fatalf("capacity %d, in flight %v: the three claim %d, with %d free", capacity, mine, claimed, free)
+						}
+					}
+				}
+			}
+		}
+	})
 }

@@ -40,7 +40,7 @@ type Sink interface {
 // Confirmer is an optional interface of a Sink. After a check of a target whose answer was good,
 // ConfirmAfter(result) may ask for one more check of it soon: a positive duration, counted from
 // the start of the check, that ends before the next regular check. It is asked after a regular
-// check and after each confirmation, up to two confirmations in a row; the next regular check
+// check and after each confirmation, up to ten confirmations in a row; the next regular check
 // comes at its time, as if there had been none. It is called on the goroutine of the check,
 // right after Observe, and must not block.
 type Confirmer interface {

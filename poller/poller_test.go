@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"reflect"
 	"strings"
@@ -708,30 +709,35 @@ func (s *confirmSink) ConfirmAfter(r Result) time.Duration {
 }
 
 // TestConfirm checks a Sink's confirmation checks (Confirmer): asked after a good check, one
-// more check comes that soon, and again after it, up to two in a row (ConfirmAfter is not even
-// asked after the second); the next regular check keeps the phase, one interval after the check
-// that first asked. A gap the server sees is the delay plus the difference of two requests'
-// latencies, which a loaded 2-core machine under -race stretches by a few hundred ms; the times
-// are chosen so that every bound leaves 250 ms early and 450 ms late and still tells the cases
-// apart: a confirmation (400 ms) from the next regular check (1.2 s), a phase kept (1.2 s after
-// the asking check) from one restarted by the confirmations (2 s).
+// more check comes that soon, and again after it, up to maxConfirms in a row (ConfirmAfter is
+// not even asked after the last); the next regular check keeps the phase, one interval after the
+// check that first asked. A gap the server sees is the delay plus the difference of two
+// requests' latencies, which a loaded 2-core machine under -race stretches by a few hundred ms;
+// the times are chosen so that every bound leaves 250 ms early and 450 ms late and still tells
+// the cases apart: a confirmation (100 ms) from the next regular check (2.5 s), a phase kept
+// (2.5 s after the asking check) from one restarted by the confirmations (3.5 s), and the
+// maxConfirms confirmations (1 s) end well before the next regular check even when each one
+// starts late.
 func TestConfirm(t *testing.T) {
 	s := fastSettings()
-	s.Interval, s.Timeout, s.MaxBackoff = 1200*time.Millisecond, 300*time.Millisecond, 1200*time.Millisecond
+	s.Interval, s.Timeout, s.MaxBackoff = 2500*time.Millisecond, 300*time.Millisecond, 2500*time.Millisecond
 	const early, late = 250 * time.Millisecond, 450 * time.Millisecond
-	// Regular, regular asking (1), two confirmations asking again (1), regular, regular; the
-	// seventh check is held, so that it is not asked about before the count below is read.
-	b := newBackend(t, step{body: "web", load: "5/8"}, step{body: "web", load: "1/8"}, step{body: "web", load: "1/8"},
-		step{body: "web", load: "1/8"}, step{body: "web", load: "5/8"}, step{body: "web", load: "5/8"},
-		step{body: "web", load: "5/8", hold: true})
-	sink := &confirmSink{fakeSink: newFakeSink(), after: 400 * time.Millisecond}
+	// Regular, regular asking (1), maxConfirms confirmations asking again (1), regular, regular;
+	// the check after those is held, so that it is not asked about before the count below is read.
+	steps := []step{{body: "web", load: "5/8"}}
+	for range 1 + maxConfirms {
+		steps = append(steps, step{body: "web", load: "1/8"})
+	}
+	b := newBackend(t, append(steps, step{body: "web", load: "5/8"}, step{body: "web", load: "5/8"},
+		step{body: "web", load: "5/8", hold: true})...)
+	sink := &confirmSink{fakeSink: newFakeSink(), after: 100 * time.Millisecond}
 	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start(t, p)
 	var at []time.Time
-	for range 7 {
+	for range maxConfirms + 5 {
 		at = append(at, b.nextHit(t).at) // a check starts once the one before was observed and asked about
 	}
 	within := func(what string, got, want time.Duration) {
@@ -741,11 +747,12 @@ func TestConfirm(t *testing.T) {
 		}
 	}
 	within("first to second (regular)", at[1].Sub(at[0]), s.Interval)
-	within("second to its confirmation", at[2].Sub(at[1]), sink.after)
-	within("first confirmation to the second", at[3].Sub(at[2]), sink.after)
-	within("second to third regular (phase kept)", at[4].Sub(at[1]), s.Interval)
-	within("third to fourth regular", at[5].Sub(at[4]), s.Interval)
-	if got := sink.asked.Load(); got != 5 {
-		t.Errorf("ConfirmAfter asked %d times over the first 6 checks, want 5 (not after the second confirmation)", got)
+	for i := 2; i < 2+maxConfirms; i++ {
+		within(fmt.Sprintf("check %d to its confirmation", i-1), at[i].Sub(at[i-1]), sink.after)
+	}
+	within("second to third regular (phase kept)", at[2+maxConfirms].Sub(at[1]), s.Interval)
+	within("third to fourth regular", at[3+maxConfirms].Sub(at[2+maxConfirms]), s.Interval)
+	if got, want := sink.asked.Load(), int64(maxConfirms+3); got != want {
+		t.Errorf("ConfirmAfter asked %d times over the first %d checks, want %d (not after the last confirmation)", got, maxConfirms+4, want)
 	}
 }

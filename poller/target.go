@@ -152,7 +152,7 @@ func (p *Poller) fire(t *target, gen uint64) {
 }
 
 // maxConfirms bounds the confirmation checks in a row after a regular check.
-const maxConfirms = 2
+const maxConfirms = 10
 
 // record applies one check's outcome: health, result, backoff, metrics, logs, sink.
 func (p *Poller) record(t *target, s configs.Poll, o outcome) {
