@@ -159,9 +159,7 @@ backends:
 			t.Fatalf("scheduling changed after a failed move: %+v %v", a, err)
 		}
 	}
-	if !strings.Contains(pb2.Output(), "admin call") {
-		t.Fatal("no audit line for the admin calls")
-	}
+	pb2.WaitOutput(t, 5*time.Second, "an audit line for the admin calls", "admin call")
 }
 
 // startPollbalAt restarts pollbal on a previous instance's config file and addresses.

@@ -145,9 +145,9 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 		t.Fatalf("etcd: %v %v, want %smoves/web-1 = unassigned", got, err, etcdPrefix)
 	}
 	for _, in := range f.instances {
-		if !regexp.MustCompile(`msg="admin move applied".*target=web-1 pool=unassigned revision=` + strconv.FormatInt(got.Kvs[0].ModRevision, 10)).MatchString(in.Output()) {
-			t.Errorf("%s: no audit line naming revision %d", in.admin, got.Kvs[0].ModRevision)
-		}
+		audit := regexp.MustCompile(`msg="admin move applied".*target=web-1 pool=unassigned revision=` + strconv.FormatInt(got.Kvs[0].ModRevision, 10))
+		in.WaitFor(t, 5*time.Second, fmt.Sprintf("%s: an audit line naming revision %d", in.admin, got.Kvs[0].ModRevision),
+			func() bool { return audit.MatchString(in.Output()) })
 	}
 
 	// etcd stops: scheduling goes on, moves are refused, the gauge and the alarm say so.
@@ -156,9 +156,7 @@ func TestEndToEndEtcdFleet(t *testing.T) {
 	for _, in := range f.instances {
 		testproc.WaitFor(t, 5*time.Second, "store down", func() bool { return !storeOf(t, in).Up })
 		testproc.WaitFor(t, time.Second, "pollbal_store_up 0", func() bool { return strings.Contains(in.metrics(t), "\npollbal_store_up 0\n") })
-		if !strings.Contains(in.Output(), "msg=store_unavailable") {
-			t.Errorf("%s: no store_unavailable alarm in the log", in.admin)
-		}
+		in.WaitOutput(t, 5*time.Second, in.admin+": the store_unavailable alarm in the log", "msg=store_unavailable")
 		code, body, reason := adminCallReason(t, in, http.MethodPut, "/admin/backends/web-2/pool", `{"pool":"unassigned"}`)
 		if code != http.StatusServiceUnavailable || reason != "store_unavailable" || !strings.Contains(body, `"reason":"store_unavailable"`) {
 			t.Fatalf("PUT during the outage: %d %q %s, want 503 store_unavailable", code, reason, body)
@@ -280,6 +278,15 @@ func TestEndToEndEtcdConcurrentWriters(t *testing.T) {
 			return storeOf(t, in).Revision == rev && pool(t, in, "web-1") == want["web-1"] && pool(t, in, "web-2") == want["web-2"]
 		})
 	}
+	// Each instance logs its 50 calls and applies the 150 moves (or fewer, when one watch
+	// response carries several); the lines reach the test through pipes, after the answers.
+	testproc.WaitFor(t, 10*time.Second, fmt.Sprintf("at least %d audit lines with a revision", 3*perInstance*2), func() bool {
+		n := 0
+		for _, in := range f.instances {
+			n += len(auditRe.FindAllStringIndex(in.Output(), -1))
+		}
+		return n >= 3*perInstance*2
+	})
 	lines := 0
 	for _, in := range f.instances {
 		for _, line := range strings.Split(in.Output(), "\n") {
@@ -301,11 +308,6 @@ func TestEndToEndEtcdConcurrentWriters(t *testing.T) {
 				t.Errorf("audit line %q: etcd holds %q for %s at revision %d", line, got, m[2], r)
 			}
 		}
-	}
-	// Each instance logs its 50 calls and applies the 150 moves (or fewer, when one watch
-	// response carries several).
-	if lines < 3*perInstance*2 {
-		t.Errorf("only %d audit lines with a revision, want at least %d", lines, 3*perInstance*2)
 	}
 	t.Logf("%d audit lines checked against etcd's history (last revision %d)", lines, rev)
 }
@@ -333,9 +335,8 @@ func TestEndToEndEtcdMoveForAnUnknownBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	testproc.WaitFor(t, time.Second, "the move read", func() bool { return storeOf(t, in).Revision >= put.Header.Revision })
-	if !strings.Contains(in.Output(), "target=web-2 pool=unassigned revision="+strconv.FormatInt(put.Header.Revision, 10)) {
-		t.Fatalf("no audit line for the move of a backend this instance lacks")
-	}
+	in.WaitOutput(t, 5*time.Second, "an audit line for the move of a backend this instance lacks",
+		"target=web-2 pool=unassigned revision="+strconv.FormatInt(put.Header.Revision, 10))
 	if err := os.WriteFile(in.cfgPath, []byte(fillAddrs(full, in.listen, in.admin)), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -240,7 +240,5 @@ func TestEndToEndTLSOnly(t *testing.T) {
 		conn.Close()
 		t.Errorf("something listens on %s with listen: \"\"", pb.listen)
 	}
-	if !strings.Contains(pb.Output(), "listen=off") {
-		t.Errorf("start log does not say plain HTTP is off:\n%s", pb.Output())
-	}
+	pb.WaitOutput(t, 5*time.Second, "the start log saying plain HTTP is off (listen=off)", "listen=off")
 }

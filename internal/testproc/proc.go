@@ -209,6 +209,14 @@ func (p *Proc) WaitFor(t testing.TB, timeout time.Duration, what string, cond fu
 	})
 }
 
+// WaitOutput waits up to timeout for the child's output to contain s. What a child logs reaches
+// the test through a pipe, so it can come after what the child did meanwhile (an answer on a
+// socket): a test that saw the effect waits for the log line rather than reading it at once.
+func (p *Proc) WaitOutput(t testing.TB, timeout time.Duration, what, s string) {
+	t.Helper()
+	p.WaitFor(t, timeout, what, func() bool { return strings.Contains(p.Output(), s) })
+}
+
 // WaitLine waits up to timeout for a line of standard output that starts with prefix and
 // returns the rest of it, e.g. the address after "listening ".
 func (p *Proc) WaitLine(t testing.TB, timeout time.Duration, prefix string) string {
