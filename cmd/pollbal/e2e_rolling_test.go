@@ -16,8 +16,13 @@ import (
 )
 
 const (
-	rollingInterval  = 200 * time.Millisecond
-	rollingTimeout   = 150 * time.Millisecond
+	rollingInterval = 200 * time.Millisecond
+	rollingTimeout  = 150 * time.Millisecond
+	// rollingFall: no backend stops in these tests (the update command is a sleep), so a failed
+	// check only says the loaded machine stalled (five of six backends timed out in the same
+	// millisecond, and site eu saw none in rotation). Three in a row (600 ms) are needed before a
+	// backend leaves the rotation.
+	rollingFall      = 3
 	rollingThreshold = 2
 	rollingScript    = "../../scripts/pollbal-update.sh"
 	// rollingDeadline bounds one whole rolling update, so a protection that never lets go fails
@@ -45,6 +50,7 @@ admin:
 poll:
   interval: %s
   timeout: %s
+  fall: %d
   max_backoff: 400ms
 services:
   web:
@@ -54,7 +60,7 @@ apps:
   - name: www
     hosts: ["*"]
 backends:
-`, site, rollingInterval, rollingTimeout, rollingThreshold, scope)
+`, site, rollingInterval, rollingTimeout, rollingFall, rollingThreshold, scope)
 	for _, be := range bs {
 		fmt.Fprintf(&b, "  - id: %s\n    address: %s\n    capacity: 8\n", be.id, be.addr)
 	}
