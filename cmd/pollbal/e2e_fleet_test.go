@@ -320,8 +320,8 @@ func TestEndToEndFleetSharesCapacity(t *testing.T) {
 	// A run in which the processes in front of a backend do not run for tens of milliseconds
 	// (a trace showed a backend idle for 30 ms) leaves it idle on both checks, and every
 	// instance used to claim all of it at once (2-12 % in about one run in six); a rise is now
-	// paced to each instance's share of the free slots: 0-0.93 % in six runs with a CPU-bound
-	// process competing for the cores, against 0.26-7.48 % without the pacing.
+	// paced to each instance's share of the free slots: 0-0.93 % in ten runs with a CPU-bound
+	// process competing for the cores, against 0-7.48 % without the pacing.
 	if p := reports.refusedPct(); p >= 5 {
 		t.Errorf("with load reports, %.2f%% of forwards were refused, want < 5%%", p)
 	}
