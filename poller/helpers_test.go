@@ -193,8 +193,9 @@ func (s *fakeSink) collect(t *testing.T, id string, n int) []Result {
 	return out
 }
 
-// fastSettings are settings for tests: checks every 100 ms, with a timeout that the race
-// detector on a loaded 2-core machine does not reach by accident.
+// fastSettings are settings for tests: checks every 100 ms, with a 95 ms timeout that a loaded
+// 2-core machine under -race reaches now and then (a check read late); a test that needs every
+// check's outcome to be its scripted answer uses scriptedSettings.
 func fastSettings() configs.Poll {
 	return configs.Poll{Interval: 100 * time.Millisecond, Timeout: 95 * time.Millisecond, Rise: 1, Fall: 1,
 		MaxBackoff: 200 * time.Millisecond, MaxBody: 4096}
