@@ -388,8 +388,11 @@ func TestReasonLoggedOnChange(t *testing.T) {
 // TestRoundDone checks that the first RoundDone waits for every target's first check.
 func TestRoundDone(t *testing.T) {
 	s := fastSettings()
-	// The slow target's first answer is held until the test releases it, well within the timeout.
-	s.Interval, s.Timeout, s.MaxBackoff = 300*time.Millisecond, 290*time.Millisecond, 300*time.Millisecond
+	// The slow target's first answer is held until the test releases it, well within the timeout:
+	// the test checks that no round is done in the 1.2 s between fast2's first check and the slow
+	// check's timeout (with a 290 ms timeout, a loaded machine once let it expire first, which
+	// rightly completed the round).
+	s.Interval, s.Timeout, s.MaxBackoff = 2*time.Second, 1900*time.Millisecond, 2*time.Second
 	fast1, fast2 := newBackend(t, step{body: "web"}), newBackend(t, step{body: "web"})
 	slow := newBackend(t, step{body: "web", hold: true}, step{body: "web"})
 	sink := newFakeSink()
