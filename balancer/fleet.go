@@ -19,7 +19,8 @@ type Load struct {
 	report.Load
 	MineThen int64 // this instance's in-flight on the backend when the answer arrived
 	// LimitThen is this instance's limit on the backend when the answer arrived, before the
-	// answer changed it: a paced limit above it is still rising (ConfirmAfter).
+	// answer changed it: a paced rise keeps at least it (fleetLimit), and a paced limit above
+	// it is still rising (ConfirmAfter).
 	LimitThen int64
 	// The report before this one: what it said the others had in progress, and when it
 	// arrived (zero when there was none).
@@ -82,7 +83,14 @@ type fleetDecision struct {
 // take no more than free + instances - 1 together. An instance alone on a backend reaches
 // capacity - others in a few steps, one per check (the gap shrinks by a factor
 // (instances-1)/instances per step); those checks are asked for at once while the limit is
-// still rising (ConfirmAfter), so it does so well within one interval.
+// below capacity - others and the instance uses it (ConfirmAfter), so it does so well within
+// one interval. A paced limit never falls below the limit this instance already had from the
+// previous fresh report (LimitThen) while capacity - others is not below that (when it is,
+// the limit falls at once, paced as before): a busy instance's clients are between two
+// requests at some checks, mine_then is below its limit then, and mine_then +
+// ceil(free / instances) alone would take back part of a rise already made, and the rise
+// would wait for the next regular check. Instances that claim at once still rise together by
+// no more than free + instances - 1 above what they had.
 func fleetLimit(in fleetInput) fleetDecision {
 	capacity := max(in.Configured, 0)
 	n := int64(max(in.Instances, 1))
@@ -102,9 +110,14 @@ func fleetLimit(in fleetInput) fleetDecision {
 	}
 	paced := false
 	if n > 1 {
-		// A rise by at most this instance's share of what was free (see above).
+		// A rise by at most this instance's share of what was free, never below the limit the
+		// previous fresh report gave (see above).
 		free := max(0, capacity-held-r.MineThen)
-		if step := r.MineThen + (free+n-1)/n; step < limit {
+		step := r.MineThen + (free+n-1)/n
+		if limit >= r.LimitThen && !r.PrevAt.IsZero() && !reportStale(r.PrevAt, in.Now, in.Interval) {
+			step = max(step, r.LimitThen)
+		}
+		if step < limit {
 			limit, paced = step, true
 		}
 	}
@@ -131,10 +144,12 @@ func confirmDelay(interval time.Duration) time.Duration { return min(confirmAfte
 // ConfirmAfter says how soon backend id should be checked again: when its last report shows the
 // others with fewer requests in progress than the report before it, the limit does not rise
 // until a second report shows it too (fleetLimit), and that report is asked for now rather than
-// an interval later; likewise while a paced limit is still rising (it rose on this report and
-// is below what the others leave free), so that an instance alone on a backend reaches its
-// spare capacity in a few checks rather than a few intervals; 0 when there is nothing to
-// confirm. The poller bounds how many such checks come in a row.
+// an interval later; likewise while a paced limit is below what the others leave free and
+// either rose on this report or this instance used at least half of the limit it had when the
+// answer arrived, so that a busy instance alone on a backend reaches its spare capacity in a
+// few checks rather than a few intervals, even when its clients were between two requests at
+// some of them, while an idle one asks for none; 0 when there is nothing to confirm. The
+// poller bounds how many such checks come in a row.
 func (b *Balancer) ConfirmAfter(id string) time.Duration {
 	s := b.snap.Load()
 	m := s.byID[id]
@@ -149,7 +164,7 @@ func (b *Balancer) ConfirmAfter(id string) time.Duration {
 	if l.prevOthers(now, s.cfg.Poll.Interval) > l.others() {
 		return confirmDelay(s.cfg.Poll.Interval)
 	}
-	if d := s.decide(m.cfg, l, now); d.Fresh && d.Paced && d.Limit > l.LimitThen {
+	if d := s.decide(m.cfg, l, now); d.Fresh && d.Paced && (d.Limit > l.LimitThen || 2*l.MineThen >= l.LimitThen) {
 		return confirmDelay(s.cfg.Poll.Interval)
 	}
 	return 0

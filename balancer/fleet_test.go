@@ -163,6 +163,26 @@ func TestFleetLimit(t *testing.T) {
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 0, Capacity: 32, At: t0}, PrevOthers: 20, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 32, Limit: 4, Fresh: true, Paced: true}}, // 12 paced: ceil(12/3)
+		{name: "a paced rise keeps the limit the previous fresh report gave: 3 + ceil(5/3) = 5 kept at 6",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 3, LimitThen: 6, PrevAt: t0.Add(-25 * time.Millisecond)}},
+			want: fleetDecision{Capacity: 8, Limit: 6, Fresh: true, Paced: true}},
+		{name: "the kept limit reaching what the others leave: not paced",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 1, At: t0}, MineThen: 1, LimitThen: 8, PrevAt: t0.Add(-sec)}},
+			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
+		{name: "what the others leave below the limit it had: falls at once, paced as before",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 5, At: t0}, MineThen: 2, LimitThen: 6, PrevOthers: 3, PrevAt: t0.Add(-sec)}},
+			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true, Paced: true}}, // 8-3 = 5 < 6, paced: 2 + ceil(3/3)
+		{name: "no previous report: the limit it had (a static share) is not kept",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 0, At: t0}, LimitThen: 6}},
+			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true, Paced: true}},
+		{name: "a previous report older than 3 intervals: the limit it gave is not kept",
+			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 3, LimitThen: 6, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
+			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true, Paced: true}},
 		{name: "a report from the future (clock step) is fresh",
 			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(time.Minute)}}},
@@ -508,6 +528,53 @@ func TestFleetLimitSchedules(t *testing.T) {
 			t.Fatalf("unknown backend: confirm after %v, want 0", after)
 		}
 	})
+	t.Run("a busy instance keeps rising when its clients are between requests at a check; an idle one asks for nothing", func(t *testing.T) {
+		f := newFleetFixture(t, 3)
+		s := f.bal.Snapshot()
+		except := &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}}
+		var ls []Lease
+		take := func(k int) {
+			t.Helper()
+			for range k {
+				s := f.bal.Snapshot()
+				l, err := s.Acquire(s.AppByName("www"), except)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ls = append(ls, l)
+			}
+		}
+		giveBack := func(k int) {
+			release(ls[len(ls)-k:])
+			ls = ls[:len(ls)-k]
+		}
+		defer func() { release(ls) }()
+		check := func(inFlight, wantLimit int64, wantAfter time.Duration, what string) {
+			t.Helper()
+			f.now = f.now.Add(confirmAfter)
+			f.observe("a", &report.Load{InFlight: inFlight})
+			if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != wantLimit || after != wantAfter {
+				t.Fatalf("%s: limit %d, confirm after %v; want %d and %v", what, got, after, wantLimit, wantAfter)
+			}
+		}
+		check(0, 3, 0, "first report, idle backend: ceil(8/3), nothing in use")
+		take(3)
+		check(3, 5, confirmAfter, "3 in use: 3 + ceil(5/3), rising")
+		take(2)
+		check(5, 6, confirmAfter, "5 in use: 5 + ceil(3/3), rising")
+		giveBack(3)
+		check(2, 6, 0, "2 of 6 in use: 6 kept, under half of it in use: nothing to confirm")
+		take(1)
+		check(3, 6, confirmAfter, "3 of 6 in use (clients between requests): 6 kept, half of it in use: still asks")
+		take(3)
+		check(6, 7, confirmAfter, "6 in use: 6 + ceil(2/3)")
+		take(1)
+		check(7, 8, 0, "7 in use: the whole capacity, nothing to confirm")
+		giveBack(7)
+		check(0, 8, 0, "idle: the whole capacity kept while the others hold nothing, nothing to confirm")
+		f.now = f.now.Add(time.Second)
+		check(4, 2, 0, "the others took 4: falls at once to 0 + ceil(4/3)")
+	})
 	t.Run("state and metric show the limit and the report", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &report.Load{InFlight: 5, Capacity: 8})
@@ -636,6 +703,41 @@ func TestFleetPacing(t *testing.T) {
 			}
 			if !slices.Equal(got, tt.steps) {
 				t.Errorf("capacity %d, %d instances: limits %v, want %v", tt.capacity, tt.instances, got, tt.steps)
+			}
+		}
+	})
+	t.Run("claimers keeping the limits they had rise together by at most free + instances - 1", func(t *testing.T) {
+		const n = 3
+		for capacity := int64(1); capacity <= 9; capacity++ {
+			for m0 := int64(0); m0 <= capacity; m0++ {
+				for m1 := int64(0); m0+m1 <= capacity; m1++ {
+					for m2 := int64(0); m0+m1+m2 <= capacity; m2++ {
+						mine := [n]int64{m0, m1, m2}
+						inFlight := m0 + m1 + m2
+						free := capacity - inFlight
+						for p0 := int64(0); p0 <= capacity; p0++ {
+							for p1 := int64(0); p1 <= capacity; p1++ {
+								for p2 := int64(0); p2 <= capacity; p2++ {
+									had := [n]int64{p0, p1, p2}
+									var rose int64
+									for i, m := range mine {
+										d := fleetLimit(fleetInput{Configured: capacity, Instances: n, Now: t0, Interval: time.Second,
+											Report: &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: m, LimitThen: had[i], PrevAt: t0.Add(-25 * time.Millisecond)}})
+										// Not full (no slot given back) and the others leave at least what it had: kept.
+										keep := inFlight < capacity && capacity-(inFlight-m) >= had[i]
+										if d.Limit > capacity || (keep && d.Limit < had[i]) {
+											t.Fatalf("capacity %d, mine %d, had %d: limit %d", capacity, m, had[i], d.Limit)
+										}
+										rose += max(0, d.Limit-max(m, had[i]))
+									}
+									if rose > free+n-1 {
+										t.Fatalf("capacity %d, in flight %v, limits %v: the three rise by %d, with %d free", capacity, mine, had, rose, free)
+									}
+								}
+							}
+						}
+					}
+				}
 			}
 		}
 	})
