@@ -106,6 +106,12 @@ func TestBackendFull(t *testing.T) {
 // backendCounter reads the counter name{backend=id} from reg; 0 when the series is absent.
 func backendCounter(t testing.TB, reg *prometheus.Registry, name, id string) float64 {
 	t.Helper()
+	return labelledCounter(t, reg, name, "backend", id)
+}
+
+// labelledCounter reads the counter name{label=value} from reg; 0 when the series is absent.
+func labelledCounter(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +122,7 @@ func backendCounter(t testing.TB, reg *prometheus.Registry, name, id string) flo
 		}
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "backend" && lp.GetValue() == id {
+				if lp.GetName() == label && lp.GetValue() == value {
 					return m.GetCounter().GetValue()
 				}
 			}
@@ -244,23 +250,7 @@ func sameHeaders(a, b map[string]string, skip ...string) bool {
 // appCounter reads the counter name{app=app} from reg; 0 when the series is absent.
 func appCounter(t testing.TB, reg *prometheus.Registry, name, app string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "app" && lp.GetValue() == app {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return labelledCounter(t, reg, name, "app", app)
 }
 
 // countEvents counts the balancer's events of kind.
