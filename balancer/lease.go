@@ -152,7 +152,10 @@ func (s *Snapshot) lease(m *member, limit int64, now time.Time) bool {
 	if n <= cur {
 		return true
 	}
-	m.slot.release()
+	// Undo the take, and only the take: n-1 >= cur still fills the backend, so no waiter could
+	// use the slot, and waking the queue here would deadlock the queue's own dispatch, which
+	// takes slots for waiters while it holds the queue's lock.
+	m.slot.inFlight.Add(-1)
 	return false
 }
 

@@ -162,3 +162,52 @@ func TestLimitLoweredUnderConcurrentLeases(t *testing.T) {
 		t.Errorf("%d in flight after every release", n)
 	}
 }
+
+// TestRefusedTakeInsideQueueDispatch: the queue's dispatch takes slots for waiters while it
+// holds the queue's lock. A take it makes that the re-read limit refuses (the limit was lowered
+// since the pick) must give the slot back without waking the queue, which would take that lock
+// again: before the fix this deadlocked the balancer (every request and /api/state of the pool
+// hung in an end-to-end queue burst).
+func TestRefusedTakeInsideQueueDispatch(t *testing.T) {
+	cfg, ids := queueCfg(time.Minute, 10, 8)
+	bal := newTestBalancer(t, cfg, nil)
+	markReady(bal, ids)
+	var held []Lease
+	for range 3 {
+		s := bal.Snapshot()
+		l, err := s.Acquire(s.AppByName("www"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	s := bal.Snapshot()
+	app := s.AppByName("www")
+	set := app.primary.cur.Load()
+	m, limit := s.pick(app.primary, set, &set.groups[0], nil, time.Time{})
+	if m == nil || limit != 8 {
+		t.Fatalf("pick: %v under limit %d, want q0 under 8", m, limit)
+	}
+	held[0].Full() // lowers the limit to what is held: 2
+	q := m.slot.queues
+	q.waiting.Add(1) // a waiter is queued, as when dispatch runs
+	defer q.waiting.Add(-1)
+	q.mu.Lock() // dispatch holds the lock while it takes
+	done := make(chan bool)
+	go func() { done <- s.lease(m, limit, time.Time{}) }()
+	select {
+	case took := <-done:
+		q.mu.Unlock()
+		if took {
+			t.Errorf("took a slot over the lowered limit")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a refused take inside the queue's dispatch waited for the queue's lock (deadlock)")
+	}
+	if got := m.b.InFlight(); got != 3 {
+		t.Errorf("%d in flight, want 3 (the refused take gave its slot back)", got)
+	}
+	for i := range held {
+		held[i].Release()
+	}
+}
