@@ -43,7 +43,7 @@ type handler struct {
 	warnings atomic.Int64
 	streams  streams           // the streaming endpoints' counters (streaming.go)
 	load     *poolload.Limiter // every client request, counted and limited to Capacity
-	client   http.Handler      // the client paths behind load
+	routes   routes            // every path; the client paths behind load
 	holds    holds             // GET /hold requests waiting for POST /_backend/release (hold.go)
 	// websockets counts the WebSocket connections /ws accepted (websocket.go).
 	websockets atomic.Int64
@@ -60,8 +60,38 @@ func newHandler(o handlerOptions) *handler {
 		o.Now = time.Now
 	}
 	h := &handler{o: o, load: poolload.New(o.Capacity)}
-	h.client = h.load.Limit(http.HandlerFunc(h.serveClient))
+	// The protocol's paths and /_backend/* answer at once; every other path is client
+	// traffic, served once the capacity limit lets it in.
+	client := routes{paths: map[string]http.HandlerFunc{
+		"/blob":   h.serveBlob,
+		"/upload": h.serveUpload,
+		"/switch": h.serveSwitch,
+		"/hold":   h.serveHold,
+		"/ws":     h.serveWebSocket,
+	}, other: http.HandlerFunc(h.serveOther)}
+	h.routes = routes{paths: map[string]http.HandlerFunc{
+		"/pool":             h.servePool,
+		"/pool_warning":     h.serveWarning,
+		"/_backend/stats":   h.serveStats,
+		"/_backend/headers": h.serveHeaders,
+		"/_backend/streams": h.serveStreamStats,
+		"/_backend/release": h.serveRelease,
+	}, other: h.load.Limit(client)}
 	return h
+}
+
+// routes serves a request by its exact path, and with other when no path matches.
+type routes struct {
+	paths map[string]http.HandlerFunc
+	other http.Handler
+}
+
+func (rt routes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if serve, ok := rt.paths[r.URL.Path]; ok {
+		serve(w, r)
+		return
+	}
+	rt.other.ServeHTTP(w, r)
 }
 
 // stats is the JSON answer of GET /_backend/stats.
@@ -84,40 +114,7 @@ type stats struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/pool":
-		h.servePool(w, r)
-	case "/pool_warning":
-		h.serveWarning(w, r)
-	case "/_backend/stats":
-		h.serveStats(w)
-	case "/_backend/headers":
-		h.serveHeaders(w, r)
-	case "/_backend/streams":
-		h.serveStreamStats(w)
-	case "/_backend/release":
-		h.serveRelease(w, r)
-	default:
-		h.client.ServeHTTP(w, r)
-	}
-}
-
-// serveClient serves client traffic, once the capacity limit let it in.
-func (h *handler) serveClient(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/blob":
-		h.serveBlob(w, r)
-	case "/upload":
-		h.serveUpload(w, r)
-	case "/switch":
-		h.serveSwitch(w, r)
-	case "/hold":
-		h.serveHold(w, r)
-	case "/ws":
-		h.serveWebSocket(w, r)
-	default:
-		h.serveOther(w, r)
-	}
+	h.routes.ServeHTTP(w, r)
 }
 
 func (h *handler) servePool(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +180,7 @@ func (h *handler) serveWarning(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *handler) serveStats(w http.ResponseWriter) {
+func (h *handler) serveStats(w http.ResponseWriter, _ *http.Request) {
 	h.mu.Lock()
 	last := h.lastWarning
 	h.mu.Unlock()
@@ -226,14 +223,8 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func (h *handler) serveOther(w http.ResponseWriter, r *http.Request) {
 	defer h.count()()
-	if h.o.Delay > 0 {
-		t := time.NewTimer(h.o.Delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		}
+	if !wait(r.Context().Done(), h.o.Delay) {
+		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Backend-Id", h.o.ID)

@@ -37,7 +37,7 @@ type streamStats struct {
 
 // serveStreamStats answers GET /_backend/streams; /blob, /upload and /switch, the endpoints
 // that exercise a proxy's streaming, are below.
-func (h *handler) serveStreamStats(w http.ResponseWriter) {
+func (h *handler) serveStreamStats(w http.ResponseWriter, _ *http.Request) {
 	s := &h.streams
 	writeJSON(w, streamStats{
 		Blobs: s.blobs.Load(), Cancelled: s.cancelled.Load(), Uploads: s.uploads.Load(),
