@@ -54,11 +54,16 @@ func related(a, b string) bool {
 	return a == b || under(a, b) || under(b, a)
 }
 
-func (p *problemList) err() error {
-	if len(p.errs) == 0 {
+func (p *problemList) err() error { return JoinProblems(p.errs...) }
+
+// JoinProblems returns errs as one error of the form Parse returns, for a caller that checks
+// a configuration further (a reload's restart-only keys): its text is the one problem, or
+// "N problems: a; b" on one line, and Problems lists each of them. JoinProblems() is nil.
+func JoinProblems(errs ...error) error {
+	if len(errs) == 0 {
 		return nil
 	}
-	return &multierror.Error{Errors: p.errs, ErrorFormat: formatProblems}
+	return &multierror.Error{Errors: errs, ErrorFormat: formatProblems}
 }
 
 func formatProblems(errs []error) string {

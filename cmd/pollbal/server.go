@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
@@ -329,7 +328,7 @@ loop:
 // checkStatic rejects changes that need a restart rather than half-applying them; each change
 // is its own problem (configs.Problems lists them one per item).
 func (s *server) checkStatic(cfg *configs.Config) error {
-	var errs staticError
+	var errs []error
 	if cfg.Listen != s.cfg.Listen {
 		errs = append(errs, fmt.Errorf("listen: changing %s to %s needs a restart", s.cfg.Listen, cfg.Listen))
 	}
@@ -345,10 +344,7 @@ func (s *server) checkStatic(cfg *configs.Config) error {
 	if cfg.Site != s.cfg.Site {
 		errs = append(errs, fmt.Errorf("site: changing %s to %s needs a restart", s.cfg.Site, cfg.Site))
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return errs
+	return configs.JoinProblems(errs...)
 }
 
 func orOff(listen string) string {
@@ -357,23 +353,6 @@ func orOff(listen string) string {
 	}
 	return listen
 }
-
-// staticError is the list of restart-only changes of a rejected reload.
-type staticError []error
-
-func (e staticError) Error() string {
-	if len(e) == 1 {
-		return e[0].Error()
-	}
-	msgs := make([]string, len(e))
-	for i, err := range e {
-		msgs[i] = err.Error()
-	}
-	return fmt.Sprintf("%d problems: %s", len(e), strings.Join(msgs, "; "))
-}
-
-// Unwrap lets configs.Problems (and errors.Is/As) see each change.
-func (e staticError) Unwrap() []error { return e }
 
 // sink feeds check results into the balancer and, after every round, runs the warning round.
 type sink struct {
