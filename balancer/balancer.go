@@ -353,15 +353,3 @@ func (b *Balancer) ejected(rt *Backend, streak int64) {
 	b.events.Add("ejected", fmt.Sprintf("backend %s ejected after %d failed forwards", rt.ID, streak))
 	b.log.Warn("backend ejected until its next good check", "backend", rt.ID, "failures", streak)
 }
-
-func sameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

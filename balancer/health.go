@@ -1,6 +1,8 @@
 package balancer
 
 import (
+	"slices"
+
 	"pollbal/configs"
 	"pollbal/report"
 )
@@ -38,7 +40,7 @@ func nextHealth(old *Health, o Observation, declared map[string]configs.Service)
 			h.ReadySince = o.Checked
 		}
 	}
-	ignoredChanged := !sameStrings(h.Ignored, old.Ignored)
+	ignoredChanged := !slices.Equal(h.Ignored, old.Ignored)
 	c := healthChange{
 		ReadyChanged: h.Ready != old.Ready,
 		NewIgnored:   ignoredChanged && len(h.Ignored) > 0,

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"pollbal/configs"
@@ -21,10 +22,10 @@ func TestTrustedNets(t *testing.T) {
 	nets := newTrustedNets(&configs.Config{Proxy: configs.Proxy{TrustedProxies: prefixes(
 		"192.168.1.7/32", "10.0.0.0/8", "10.1.0.0/16", "10.2.3.4/32", "172.16.0.0/12", "192.168.1.7/32",
 		"2001:db8::/32", "2001:db8:1::/48", "::1/128", "fd00::/8")}})
-	if want := prefixes("10.0.0.0/8", "172.16.0.0/12", "192.168.1.7/32"); !equalPrefixes(nets.v4, want) {
+	if want := prefixes("10.0.0.0/8", "172.16.0.0/12", "192.168.1.7/32"); !slices.Equal(nets.v4, want) {
 		t.Errorf("v4 = %v, want %v (sorted, nested and repeated ones dropped)", nets.v4, want)
 	}
-	if want := prefixes("::1/128", "2001:db8::/32", "fd00::/8"); !equalPrefixes(nets.v6, want) {
+	if want := prefixes("::1/128", "2001:db8::/32", "fd00::/8"); !slices.Equal(nets.v6, want) {
 		t.Errorf("v6 = %v, want %v", nets.v6, want)
 	}
 	tests := []struct {
@@ -61,18 +62,6 @@ func TestTrustedNets(t *testing.T) {
 	if empty.contains(netip.MustParseAddr("127.0.0.1")) || empty.contains(netip.MustParseAddr("::1")) {
 		t.Error("an empty trusted_proxies trusts an address")
 	}
-}
-
-func equalPrefixes(a, b []netip.Prefix) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestTrustCache: the set follows the configuration a request sees.
