@@ -159,56 +159,73 @@ func (cv converter) str(f field, path string, dst *string) {
 // prefix appends the trusted-proxy CIDR (or single address) that f holds; see
 // ParseTrustedProxy.
 func (cv converter) prefix(f field, path string, dst *[]netip.Prefix) {
-	n := cv.scalar(f, path, "a CIDR such as 10.0.0.0/8")
-	if n == nil {
-		return
+	if pfx, ok := convert(cv, f, path, "a CIDR such as 10.0.0.0/8", parsePrefix); ok {
+		*dst = append(*dst, pfx)
 	}
-	pfx, err := ParseTrustedProxy(n.Value)
-	if err != nil {
-		cv.p.unusable(path, fmt.Errorf("%w (line %d)", err, n.Line))
-		return
-	}
-	*dst = append(*dst, pfx)
 }
 
 func (cv converter) integer(f field, path string, dst *int) {
-	n := cv.scalar(f, path, "an integer")
-	if n == nil {
-		return
-	}
-	var v int
 	// yaml.v3 would truncate 1.5 into an int; only an !!int scalar is an integer here.
-	if n.ShortTag() != "!!int" || n.Decode(&v) != nil {
-		cv.p.unusable(path, fmt.Errorf("must be an integer, got %q (line %d)", n.Value, n.Line))
-		return
+	if v, ok := convert(cv, f, path, "an integer", tagged[int]("!!int", "an integer")); ok {
+		*dst = v
 	}
-	*dst = v
 }
 
 func (cv converter) duration(f field, path string, dst *time.Duration) {
-	n := cv.scalar(f, path, "a duration")
-	if n == nil {
-		return
+	if d, ok := convert(cv, f, path, "a duration", parseDuration); ok {
+		*dst = d
 	}
-	d, err := time.ParseDuration(n.Value)
-	if err != nil {
-		cv.p.unusable(path, fmt.Errorf("%q is not a Go duration such as 500ms or 1m30s (line %d): %w", n.Value, n.Line, err))
-		return
-	}
-	*dst = d
 }
 
 func (cv converter) boolean(f field, path string, dst **bool) {
-	n := cv.scalar(f, path, "true or false")
+	if v, ok := convert(cv, f, path, "true or false", tagged[bool]("!!bool", "true or false")); ok {
+		*dst = &v
+	}
+}
+
+// convert returns what parse reads from f's scalar, and whether there is a value: none when
+// the key is left out, or its value is not a scalar (the key wants the kind of value named by
+// want), or parse rejects it; the last two are recorded as unusable at path.
+func convert[T any](cv converter, f field, path, want string, parse func(*yaml.Node) (T, error)) (T, bool) {
+	var v T
+	n := cv.scalar(f, path, want)
 	if n == nil {
-		return
+		return v, false
 	}
-	var v bool
-	if n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
-		cv.p.unusable(path, fmt.Errorf("must be true or false, got %q (line %d)", n.Value, n.Line))
-		return
+	v, err := parse(n)
+	if err != nil {
+		cv.p.unusable(path, err)
+		return v, false
 	}
-	*dst = &v
+	return v, true
+}
+
+// tagged parses a scalar that YAML itself types as tag (such as !!int), which a value of
+// the kind named by want must be.
+func tagged[T any](tag, want string) func(*yaml.Node) (T, error) {
+	return func(n *yaml.Node) (T, error) {
+		var v T
+		if n.ShortTag() != tag || n.Decode(&v) != nil {
+			return v, fmt.Errorf("must be %s, got %q (line %d)", want, n.Value, n.Line)
+		}
+		return v, nil
+	}
+}
+
+func parseDuration(n *yaml.Node) (time.Duration, error) {
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a Go duration such as 500ms or 1m30s (line %d): %w", n.Value, n.Line, err)
+	}
+	return d, nil
+}
+
+func parsePrefix(n *yaml.Node) (netip.Prefix, error) {
+	pfx, err := ParseTrustedProxy(n.Value)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%w (line %d)", err, n.Line)
+	}
+	return pfx, nil
 }
 
 // config converts the raw mirror onto Default(), then fills the defaults of list elements and
