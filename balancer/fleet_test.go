@@ -19,179 +19,170 @@ import (
 func TestFleetLimit(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	sec := time.Second
+	// fresh is a report that arrived at t0: inFlight requests on the backend, mine of them
+	// this instance's.
+	fresh := func(inFlight, mine int64) *Load {
+		return &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: mine}
+	}
 	tests := []struct {
 		name string
-		in   fleetInput
+		in   fleetInput // computed at t0, with a poll interval of a second unless it says one
 		want fleetDecision
 	}{
 		{name: "one instance, no report: the whole capacity",
-			in:   fleetInput{Configured: 64, Instances: 1, Now: t0, Interval: sec},
+			in:   fleetInput{Configured: 64, Instances: 1},
 			want: fleetDecision{Capacity: 64, Limit: 64}},
 		{name: "three instances, no report: ceil(8/3)",
-			in:   fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec},
+			in:   fleetInput{Configured: 8, Instances: 3},
 			want: fleetDecision{Capacity: 8, Limit: 3}},
 		{name: "exact share without a report",
-			in:   fleetInput{Configured: 9, Instances: 3, Now: t0, Interval: sec},
+			in:   fleetInput{Configured: 9, Instances: 3},
 			want: fleetDecision{Capacity: 9, Limit: 3}},
 		{name: "more instances than capacity: still one each",
-			in:   fleetInput{Configured: 2, Instances: 5, Now: t0, Interval: sec},
+			in:   fleetInput{Configured: 2, Instances: 5},
 			want: fleetDecision{Capacity: 2, Limit: 1}},
 		{name: "instances 0 is treated as 1",
-			in:   fleetInput{Configured: 10, Instances: 0, Now: t0, Interval: sec},
+			in:   fleetInput{Configured: 10, Instances: 0},
 			want: fleetDecision{Capacity: 10, Limit: 10}},
 		{name: "fresh report, others hold 5 of 8",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 7, At: t0.Add(-500 * time.Millisecond)}, MineThen: 2}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
 		{name: "fresh report, the backend idle: the whole capacity alone",
-			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 0, At: t0}}},
+			in:   fleetInput{Configured: 8, Instances: 1, Report: fresh(0, 0)},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "fresh report, the backend idle, three instances: a rise paced to ceil(8/3)",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 0, At: t0}}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(0, 0)},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true, Paced: true}},
 		{name: "fresh report, all in flight is mine: mine + ceil(2 free / 3)",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 6, At: t0}, MineThen: 6}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(6, 6)},
 			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true, Paced: true}},
 		{name: "fresh report, all in flight is mine, one free: the whole capacity",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 7, At: t0}, MineThen: 7}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(7, 7)},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "a rise paced by the share of what was free: 2 + ceil(4 free / 2)",
-			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 4, At: t0}, MineThen: 2}},
+			in:   fleetInput{Configured: 8, Instances: 2, Report: fresh(4, 2)},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true, Paced: true}},
 		{name: "a fall is not paced: the others took all but one",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 1}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(8, 1)},
 			want: fleetDecision{Capacity: 8, Limit: 1, Fresh: true}},
 		{name: "one instance: never paced",
-			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 2, At: t0}, MineThen: 1}},
+			in:   fleetInput{Configured: 8, Instances: 1, Report: fresh(2, 1)},
 			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
 		{name: "reported below mine_then (my requests ended first): others is 0",
-			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 1, At: t0}, MineThen: 4}},
+			in:   fleetInput{Configured: 8, Instances: 1, Report: fresh(1, 4)},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "reported below mine_then, three instances: paced from mine, 4 + ceil(4 / 3)",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 1, At: t0}, MineThen: 4}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(1, 4)},
 			want: fleetDecision{Capacity: 8, Limit: 6, Fresh: true, Paced: true}},
 		{name: "others hold it all: nothing left",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 0}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(8, 0)},
 			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
 		{name: "others over capacity: 0, never negative",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 12, At: t0}, MineThen: 1}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(12, 1)},
 			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
 		{name: "full, holding it all while others are idle: one slot back",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 8}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(8, 8)},
 			want: fleetDecision{Capacity: 8, Limit: 7, Fresh: true}},
 		{name: "full, holding more than a share and than the others together: one slot back",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 5}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(8, 5)},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true}},
 		{name: "full, holding no more than the others together: keeps it",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 4}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(8, 4)},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true}},
 		{name: "full, holding an equal share: keeps it",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 3}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(8, 3)},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
 		{name: "not full: no slot back",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 7, At: t0}, MineThen: 7}},
+			in:   fleetInput{Configured: 8, Instances: 3, Report: fresh(7, 7)},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "one instance alone: others' load leaves what is left, down to 0",
-			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 9, At: t0}, MineThen: 0}},
+			in:   fleetInput{Configured: 8, Instances: 1, Report: fresh(9, 0)},
 			want: fleetDecision{Capacity: 8, Limit: 0, Fresh: true}},
 		{name: "more instances than capacity: no floor",
-			in: fleetInput{Configured: 2, Instances: 5, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 2, At: t0}, MineThen: 0}},
+			in:   fleetInput{Configured: 2, Instances: 5, Report: fresh(2, 0)},
 			want: fleetDecision{Capacity: 2, Limit: 0, Fresh: true}},
 		{name: "reported capacity wins over the configured one",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 10, Capacity: 32, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 32, Limit: 4 + 8, Fresh: true, Paced: true}}, // 32-6 paced: 4 + ceil(22/3)
 		{name: "reported capacity below the configured one wins too",
-			in: fleetInput{Configured: 100, Instances: 1, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 100, Instances: 1,
 				Report: &Load{Load: report.Load{InFlight: 3, Capacity: 4, At: t0}}},
 			want: fleetDecision{Capacity: 4, Limit: 1, Fresh: true}},
 		{name: "a lone instance never gives a slot back",
-			in: fleetInput{Configured: 8, Instances: 1, Now: t0, Interval: sec,
-				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 8}},
+			in:   fleetInput{Configured: 8, Instances: 1, Report: fresh(8, 8)},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "the share follows the reported capacity",
-			in: fleetInput{Configured: 100, Instances: 2, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 100, Instances: 2,
 				Report: &Load{Load: report.Load{InFlight: 4, Capacity: 4, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 4, Limit: 3, Fresh: true}},
 		{name: "report exactly 3 intervals old is still fresh",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(-3 * sec)}}},
 			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true, Paced: true}}, // 5 paced: ceil(5/3)
 		{name: "report older than 3 intervals counts as none (its capacity too)",
-			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 2,
 				Report: &Load{Load: report.Load{InFlight: 6, Capacity: 40, At: t0.Add(-3*sec - time.Millisecond)}}},
 			want: fleetDecision{Capacity: 8, Limit: 4}},
 		{name: "staleness scales with the interval",
-			in: fleetInput{Configured: 8, Instances: 2, Now: t0, Interval: 100 * time.Millisecond,
+			in: fleetInput{Configured: 8, Instances: 2, Interval: 100 * time.Millisecond,
 				Report: &Load{Load: report.Load{InFlight: 6, At: t0.Add(-time.Second)}}},
 			want: fleetDecision{Capacity: 8, Limit: 4}},
 		{name: "a rise waits for a second report: the previous report's others still count",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
 		{name: "two reports agree: the limit rises",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-25 * time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true, Paced: true}}, // 7 paced: 2 + ceil(5/3)
 		{name: "others grew since the previous report: the latest counts at once",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true}},
 		{name: "a previous report older than 3 intervals does not count",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true, Paced: true}}, // 7 paced: 2 + ceil(5/3)
 		{name: "the previous report's others are what is left of a reported capacity too",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 0, Capacity: 32, At: t0}, PrevOthers: 20, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 32, Limit: 4, Fresh: true, Paced: true}}, // 12 paced: ceil(12/3)
 		{name: "a paced rise keeps the limit the previous fresh report gave: 3 + ceil(5/3) = 5 kept at 6",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 3, LimitThen: 6, PrevAt: t0.Add(-25 * time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 6, Fresh: true, Paced: true}},
 		{name: "the kept limit reaching what the others leave: not paced",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 1, At: t0}, MineThen: 1, LimitThen: 8, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "what the others leave below the limit it had: falls at once, paced as before",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 5, At: t0}, MineThen: 2, LimitThen: 6, PrevOthers: 3, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true, Paced: true}}, // 8-3 = 5 < 6, paced: 2 + ceil(3/3)
 		{name: "no previous report: the limit it had (a static share) is not kept",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 0, At: t0}, LimitThen: 6}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true, Paced: true}},
 		{name: "a previous report older than 3 intervals: the limit it gave is not kept",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 3, LimitThen: 6, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true, Paced: true}},
 		{name: "a report from the future (clock step) is fresh",
-			in: fleetInput{Configured: 8, Instances: 3, Now: t0, Interval: sec,
+			in: fleetInput{Configured: 8, Instances: 3,
 				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(time.Minute)}}},
 			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true, Paced: true}}, // 5 paced: ceil(5/3)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := fleetLimit(tt.in); got != tt.want {
-				t.Errorf("fleetLimit(%+v) = %+v, want %+v", tt.in, got, tt.want)
+			in := tt.in
+			in.Now = t0
+			if in.Interval == 0 {
+				in.Interval = sec
+			}
+			if got := fleetLimit(in); got != tt.want {
+				t.Errorf("fleetLimit(%+v) = %+v, want %+v", in, got, tt.want)
 			}
 		})
 	}
@@ -285,6 +276,27 @@ func (f *fleetFixture) fill(t *testing.T) (map[string]int, []Lease) {
 	return nil, nil
 }
 
+// takeOnA takes k leases with b excluded, so that each must land on a, as a busy client of a
+// would; the test fails when one is refused.
+func (f *fleetFixture) takeOnA(t *testing.T, k int) []Lease {
+	t.Helper()
+	var ls []Lease
+	for i := range k {
+		s := f.bal.Snapshot()
+		l, err := s.Acquire(s.AppByName(f.app.Name), &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}})
+		if err != nil {
+			release(ls)
+			t.Fatalf("lease %d of %d on a: %v", i+1, k, err)
+		}
+		if l.Backend.ID != "a" {
+			release(append(ls, l))
+			t.Fatalf("lease %d of %d on %s, b excluded: want a", i+1, k, l.Backend.ID)
+		}
+		ls = append(ls, l)
+	}
+	return ls
+}
+
 func release(ls []Lease) {
 	for _, l := range ls {
 		l.Release()
@@ -292,22 +304,23 @@ func release(ls []Lease) {
 }
 
 func TestFleetLimitSchedules(t *testing.T) {
-	t.Run("without reports each instance takes ceil(8/3) of each backend", func(t *testing.T) {
-		f := newFleetFixture(t, 3)
-		got, ls := f.fill(t)
-		defer release(ls)
-		if got["a"] != 3 || got["b"] != 3 {
-			t.Fatalf("leases %v, want 3 on each", got)
-		}
-	})
-	t.Run("one instance without reports keeps the whole capacity", func(t *testing.T) {
-		f := newFleetFixture(t, 1)
-		got, ls := f.fill(t)
-		defer release(ls)
-		if got["a"] != 8 || got["b"] != 8 {
-			t.Fatalf("leases %v, want 8 on each", got)
-		}
-	})
+	for _, tt := range []struct {
+		name      string
+		instances int
+		want      int // leases on each backend
+	}{
+		{name: "without reports each instance takes ceil(8/3) of each backend", instances: 3, want: 3},
+		{name: "one instance without reports keeps the whole capacity", instances: 1, want: 8},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleetFixture(t, tt.instances)
+			got, ls := f.fill(t)
+			defer release(ls)
+			if got["a"] != tt.want || got["b"] != tt.want {
+				t.Fatalf("leases %v, want %d on each", got, tt.want)
+			}
+		})
+	}
 	t.Run("a fresh report leaves this instance its share of what the others do not use", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &report.Load{InFlight: 5}) // the other instances hold 5 of a's 8
@@ -324,18 +337,10 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a busy instance alone: the limit rises step by step, each step asked for soon", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		s := f.bal.Snapshot()
-		except := &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}}
 		var ls []Lease
 		defer func() { release(ls) }()
 		take := func(limit int64) { // busy: it takes every slot it may
-			for int64(len(ls)) < limit {
-				l, err := f.bal.Snapshot().Acquire(f.app, except)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ls = append(ls, l)
-			}
+			ls = append(ls, f.takeOnA(t, int(limit)-len(ls))...)
 		}
 		// The first report: ceil(8/3) = 3, what it had without one; not a rise.
 		f.observe("a", &report.Load{InFlight: 0})
@@ -366,15 +371,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	t.Run("mine_then: my own in-flight in the report is not counted as others'", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &report.Load{InFlight: 0})
-		var ls []Lease
-		for range 2 {
-			l, err := f.bal.Snapshot().Acquire(f.app, &Tried{n: 1, bs: [MaxTried]*Backend{f.bal.Snapshot().byID["b"].b}})
-			if err != nil || l.Backend.ID != "a" {
-				t.Fatalf("lease on a: %v %v", l.Backend, err)
-			}
-			ls = append(ls, l)
-		}
-		defer release(ls)
+		defer release(f.takeOnA(t, 2))
 		f.now = f.now.Add(time.Second)
 		f.observe("a", &report.Load{InFlight: 6}) // my 2 and the others' 4
 		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 2 {
@@ -464,16 +461,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	t.Run("a refusal lowers the limit to what is in flight until the next report", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &report.Load{InFlight: 0}) // a: limit 8, paced to ceil(8/3) = 3
-		s := f.bal.Snapshot()
-		except := &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}}
-		var ls []Lease
-		for range 3 {
-			l, err := s.Acquire(s.AppByName("www"), except)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ls = append(ls, l)
-		}
+		ls := f.takeOnA(t, 3)
 		ls[2].Full() // the backend refused the third
 		ls[2].Release()
 		defer release(ls[:2])
@@ -530,19 +518,10 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a busy instance keeps rising when its clients are between requests at a check; an idle one asks for nothing", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		s := f.bal.Snapshot()
-		except := &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}}
 		var ls []Lease
 		take := func(k int) {
 			t.Helper()
-			for range k {
-				s := f.bal.Snapshot()
-				l, err := s.Acquire(s.AppByName("www"), except)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ls = append(ls, l)
-			}
+			ls = append(ls, f.takeOnA(t, k)...)
 		}
 		giveBack := func(k int) {
 			release(ls[len(ls)-k:])
@@ -708,60 +687,60 @@ func TestFleetPacing(t *testing.T) {
 	})
 	t.Run("claimers keeping the limits they had rise together by at most free + instances - 1", func(t *testing.T) {
 		const n = 3
-		for capacity := int64(1); capacity <= 9; capacity++ {
-			for m0 := int64(0); m0 <= capacity; m0++ {
-				for m1 := int64(0); m0+m1 <= capacity; m1++ {
-					for m2 := int64(0); m0+m1+m2 <= capacity; m2++ {
-						mine := [n]int64{m0, m1, m2}
-						inFlight := m0 + m1 + m2
-						free := capacity - inFlight
-						for p0 := int64(0); p0 <= capacity; p0++ {
-							for p1 := int64(0); p1 <= capacity; p1++ {
-								for p2 := int64(0); p2 <= capacity; p2++ {
-									had := [n]int64{p0, p1, p2}
-									var rose int64
-									for i, m := range mine {
-										d := fleetLimit(fleetInput{Configured: capacity, Instances: n, Now: t0, Interval: time.Second,
-											Report: &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: m, LimitThen: had[i], PrevAt: t0.Add(-25 * time.Millisecond)}})
-										// Not full (no slot given back) and the others leave at least what it had: kept.
-										keep := inFlight < capacity && capacity-(inFlight-m) >= had[i]
-										if d.Limit > capacity || (keep && d.Limit < had[i]) {
-											t.Fatalf("capacity %d, mine %d, had %d: limit %d", capacity, m, had[i], d.Limit)
-										}
-										rose += max(0, d.Limit-max(m, had[i]))
-									}
-									if rose > free+n-1 {
-										t.Fatalf("capacity %d, in flight %v, limits %v: the three rise by %d, with %d free", capacity, mine, had, rose, free)
-									}
-								}
+		eachSplit(9, func(capacity int64, mine [n]int64) {
+			inFlight := mine[0] + mine[1] + mine[2]
+			free := capacity - inFlight
+			for p0 := int64(0); p0 <= capacity; p0++ {
+				for p1 := int64(0); p1 <= capacity; p1++ {
+					for p2 := int64(0); p2 <= capacity; p2++ {
+						had := [n]int64{p0, p1, p2}
+						var rose int64
+						for i, m := range mine {
+							d := fleetLimit(fleetInput{Configured: capacity, Instances: n, Now: t0, Interval: time.Second,
+								Report: &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: m, LimitThen: had[i], PrevAt: t0.Add(-25 * time.Millisecond)}})
+							// Not full (no slot given back) and the others leave at least what it had: kept.
+							keep := inFlight < capacity && capacity-(inFlight-m) >= had[i]
+							if d.Limit > capacity || (keep && d.Limit < had[i]) {
+								t.Fatalf("capacity %d, mine %d, had %d: limit %d", capacity, m, had[i], d.Limit)
 							}
+							rose += max(0, d.Limit-max(m, had[i]))
+						}
+						if rose > free+n-1 {
+							t.Fatalf("capacity %d, in flight %v, limits %v: the three rise by %d, with %d free", capacity, mine, had, rose, free)
 						}
 					}
 				}
 			}
-		}
+		})
 	})
 	t.Run("claimers on one report take at most free + instances - 1", func(t *testing.T) {
 		const n = 3
-		for capacity := int64(1); capacity <= 16; capacity++ {
-			for m0 := int64(0); m0 <= capacity; m0++ {
-				for m1 := int64(0); m0+m1 <= capacity; m1++ {
-					for m2 := int64(0); m0+m1+m2 <= capacity; m2++ {
-						mine := [n]int64{m0, m1, m2}
-						inFlight := m0 + m1 + m2
-						free := capacity - inFlight
-						var claimed int64
-						for _, m := range mine {
-							d := fleetLimit(fleetInput{Configured: capacity, Instances: n, Now: t0, Interval: time.Second,
-								Report: &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: m}})
-							claimed += max(0, d.Limit-m)
-						}
-						if claimed > free+n-1 || (free%n == 0 && claimed > free) {
-							t.Fatalf("capacity %d, in flight %v: the three claim %d, with %d free", capacity, mine, claimed, free)
-						}
-					}
+		eachSplit(16, func(capacity int64, mine [n]int64) {
+			inFlight := mine[0] + mine[1] + mine[2]
+			free := capacity - inFlight
+			var claimed int64
+			for _, m := range mine {
+				d := fleetLimit(fleetInput{Configured: capacity, Instances: n, Now: t0, Interval: time.Second,
+					Report: &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: m}})
+				claimed += max(0, d.Limit-m)
+			}
+			if claimed > free+n-1 || (free%n == 0 && claimed > free) {
+				t.Fatalf("capacity %d, in flight %v: the three claim %d, with %d free", capacity, mine, claimed, free)
+			}
+		})
+	})
+}
+
+// eachSplit calls f for every capacity from 1 to maxCapacity and every way three instances
+// can hold in-flight requests on a backend of that capacity (together at most the capacity).
+func eachSplit(maxCapacity int64, f func(capacity int64, mine [3]int64)) {
+	for capacity := int64(1); capacity <= maxCapacity; capacity++ {
+		for m0 := int64(0); m0 <= capacity; m0++ {
+			for m1 := int64(0); m0+m1 <= capacity; m1++ {
+				for m2 := int64(0); m0+m1+m2 <= capacity; m2++ {
+					f(capacity, [3]int64{m0, m1, m2})
 				}
 			}
 		}
-	})
+	}
 }
