@@ -5,10 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
 )
@@ -31,6 +28,19 @@ func (b *copyBuffers) get() *[]byte {
 }
 
 func (b *copyBuffers) put(buf *[]byte) { b.pool.Put(buf) }
+
+// copy copies src to dst through a pooled buffer (see copyBody), as a streamed body's WriteTo
+// does: it returns the bytes written and the error that ended the copy, the writer's or else
+// the reader's.
+func (b *copyBuffers) copy(dst io.Writer, src io.Reader, progress func()) (int64, error) {
+	buf := b.get()
+	defer b.put(buf)
+	n, rerr, werr := copyBody(dst, src, *buf, progress)
+	if werr != nil {
+		return n, werr
+	}
+	return n, rerr
+}
 
 // copyBody copies src to dst through buf until src ends (io.EOF, which is not an error here)
 // or either side fails; after each piece written it calls progress, if set. It returns the
@@ -134,16 +144,10 @@ func (b *responseBody) SupportsBodyWriteTo() bool { return true }
 // (ImmediateHeaderFlush) before the body is asked for, and fasthttp only checks the byte count
 // WriteTo returns.
 func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
-	buf := b.p.bufs.get()
-	defer b.p.bufs.put(buf)
 	if b.direct != nil {
 		w = b.direct
 	}
-	n, rerr, werr := copyBody(w, b, *buf, nil)
-	if werr != nil {
-		return n, werr
-	}
-	return n, rerr
+	return b.p.bufs.copy(w, b, nil)
 }
 
 // Close ends the forward, and records the request's duration when the handler left it to the
@@ -176,8 +180,8 @@ var errBodyTooLarge = errors.New("request body over the limit")
 
 // uploadBody is a client's request body streamed to a backend: what was already read (a
 // chunked body's first part), then the rest from the client connection. It counts the bytes
-// against proxy.max_request_body, and records which side failed. It is used by one goroutine
-// at a time.
+// against proxy.max_request_body, and records a failure to read from the client. It is used by
+// one goroutine at a time.
 type uploadBody struct {
 	p         *Proxy
 	prefix    []byte    // read from the client before the body was planned
@@ -187,7 +191,6 @@ type uploadBody struct {
 	wc        *watchConn // the backend connection written to: waits for the client don't count against it
 	clientErr error      // reading from the client failed, or the body grew over the limit
 	tooLarge  bool       // the body grew over the limit
-	writeErr  error      // writing to the backend failed
 }
 
 func (u *uploadBody) Read(p []byte) (int, error) {
@@ -217,100 +220,9 @@ func (u *uploadBody) SupportsBodyWriteTo() bool { return true }
 // WriteTo copies the body to the backend through a pooled buffer; the backend timeout runs
 // only while a piece is being written.
 func (u *uploadBody) WriteTo(w io.Writer) (int64, error) {
-	buf := u.p.bufs.get()
-	defer u.p.bufs.put(buf)
 	var progress func()
 	if u.wc != nil {
 		progress = u.wc.awaitClient
 	}
-	n, rerr, werr := copyBody(w, u, *buf, progress)
-	if werr != nil {
-		u.writeErr = werr
-		return n, werr
-	}
-	return n, rerr
-}
-
-// relayUntilClose sends a streamed response of unknown length to an HTTP/1.0 client, which
-// cannot read the chunked coding fasthttp would use: without a length, ended by closing the
-// connection. The stream leaves ctx.Response (without being closed) for a hijack handler that
-// writes the header and then the body straight to the client connection, and closes the
-// stream, ending the forward, when done. The hijacked connection is no longer the scanner's,
-// so the relay enforces clientTimeout (proxy.client_timeout; 0: none) itself: a client that
-// accepts no byte for that long ends it, as it would any other response.
-func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Duration) {
-	b, ok := ctx.Response.BodyStream().(*responseBody)
-	if !ok {
-		return
-	}
-	b.detached = true
-	ctx.Response.ResetBody()
-	b.detached = false
-	h := &ctx.Response.Header
-	h.Del(fasthttp.HeaderTransferEncoding)
-	h.SetContentLength(-2) // no length: the body ends when the connection does
-	h.SetConnectionClose()
-	head := append([]byte(nil), h.Header()...)
-	r := &relay{b: b}
-	cc := trackedConn(ctx.Conn())
-	if cc != nil {
-		// fasthttp skips the hijack handler when it fails to flush what it held back for an
-		// earlier pipelined request, and then closes the connection: the close ends the relay.
-		cc.relay.Store(r)
-	}
-	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(c net.Conn) {
-		if cc != nil {
-			cc.relay.CompareAndSwap(r, nil)
-		}
-		if !r.claim() {
-			return
-		}
-		defer func() { _ = b.Close() }()
-		w := &deadlineWriter{c: c, timeout: clientTimeout}
-		if _, err := w.Write(head); err == nil {
-			_, _ = b.WriteTo(w) // an error ends the relay like its end does: the deferred Close
-		}
-		if w.timedOut {
-			p.connMetrics.clientTimeouts.Inc()
-		}
-	})
-}
-
-// relay is a response waiting for its relay to an HTTP/1.0 client (relayUntilClose): either
-// the hijack handler or the client connection's Close claims it, and only the first one runs.
-type relay struct {
-	b       *responseBody
-	claimed atomic.Bool
-}
-
-func (r *relay) claim() bool { return r.claimed.CompareAndSwap(false, true) }
-
-// abandon ends a relay whose hijack handler never ran: the stream is closed, ending the forward.
-func (r *relay) abandon() {
-	if r.claim() {
-		_ = r.b.Close()
-	}
-}
-
-// deadlineWriter writes to c with a write deadline of timeout from the start of each Write
-// (none when timeout is 0). timedOut records that a write ran past its deadline.
-type deadlineWriter struct {
-	c        net.Conn
-	timeout  time.Duration
-	timedOut bool
-}
-
-func (w *deadlineWriter) Write(b []byte) (int, error) {
-	if w.timeout > 0 {
-		if err := w.c.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
-			return 0, err
-		}
-	}
-	n, err := w.c.Write(b)
-	var te interface{ Timeout() bool }
-	if err != nil && w.timeout > 0 && errors.As(err, &te) && te.Timeout() {
-		w.timedOut = true
-	}
-	return n, err
+	return u.p.bufs.copy(w, u, progress)
 }
