@@ -9,11 +9,7 @@ import (
 // Issue 14: value errors had no line numbers while key errors did; every problem about a key
 // that the file writes now names its line, and a problem about a key that is absent names none.
 func TestParseProblemLines(t *testing.T) {
-	tests := []struct {
-		name string
-		doc  string
-		want []string
-	}{
+	tests := []problemCase{
 		{name: "port out of range is a value error with the address's line",
 			doc:  "site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9001\n  - address: 127.0.0.1:99999\n",
 			want: []string{`backends[1].address: port "99999" must be a number from 1 to 65535 (line 5)`}},
@@ -41,12 +37,7 @@ func TestParseProblemLines(t *testing.T) {
 				`backends[1].id: "127.0.0.1:9001" is already used by backends[0]`,
 				`backends[1].address: "127.0.0.1:9001" is already used by backends[0] (line 5)`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.doc))
-			wantProblems(t, err, tt.want...)
-		})
-	}
+	checkProblems(t, "", tests)
 }
 
 // Issue 14: a tab in the indentation was reported one line before the tab.

@@ -25,11 +25,7 @@ backends:
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name string
-		got  any
-		want any
-	}{
+	tests := []fieldCase{
 		{name: "listen", got: c.Listen, want: "127.0.0.1:8080"},
 		{name: "admin.listen", got: c.Admin.Listen, want: "127.0.0.1:9090"},
 		{name: "admin.token_file", got: c.Admin.TokenFile, want: ""},
@@ -62,13 +58,7 @@ backends:
 		{name: "alarms.webhook", got: c.Alarms.Webhook, want: ""},
 		{name: "alarms.dedup_window", got: c.Alarms.DedupWindow, want: 5 * time.Minute},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if !reflect.DeepEqual(tt.got, tt.want) {
-				t.Errorf("got %#v, want %#v", tt.got, tt.want)
-			}
-		})
-	}
+	checkFields(t, tests)
 }
 
 // TestParseEveryKey sets every key to a value other than its default, so that a key the
@@ -175,38 +165,29 @@ tls:
 }
 
 func TestParseExplicitZeroIsKept(t *testing.T) {
-	tests := []struct {
-		name string
-		doc  []byte
-		want []string
-	}{
-		{name: "capacity 0", doc: []byte("site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9001\n    capacity: 0\n"),
+	tests := []problemCase{
+		{name: "capacity 0", doc: "site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9001\n    capacity: 0\n",
 			want: []string{"backends[0].capacity: must be >= 1 (got 0) (line 5)"}},
-		{name: "poll fall 0", doc: yamlWith("poll:\n  fall: 0\n"), want: []string{"poll.fall: must be >= 1 (got 0) (line 15)"}},
-		{name: "poll rise 0", doc: yamlWith("poll:\n  rise: 0\n"), want: []string{"poll.rise: must be >= 1 (got 0) (line 15)"}},
-		{name: "poll max_body 0", doc: yamlWith("poll:\n  max_body: 0\n"), want: []string{"poll.max_body: must be >= 1 (got 0) (line 15)"}},
-		{name: "poll interval 0s", doc: yamlWith("poll:\n  interval: 0s\n"), want: []string{"poll.interval: must be > 0 (got 0s) (line 15)"}},
-		{name: "warning timeout 0s", doc: yamlWith("warning:\n  timeout: 0s\n"), want: []string{"warning.timeout: must be > 0 (got 0s) (line 15)"}},
-		{name: "max_request_body 0", doc: yamlWith("proxy:\n  max_request_body: 0\n"), want: []string{"proxy.max_request_body: must be >= 1 (got 0) (line 15)"}},
-		{name: "dedup_window 0s", doc: yamlWith("alarms:\n  dedup_window: 0s\n"), want: []string{"alarms.dedup_window: must be > 0 (got 0s) (line 15)"}},
-		{name: "empty listen", doc: yamlWith("listen: \"\"\n"), want: []string{"listen: required (it may be empty only when tls.listen is set) (line 14)"}},
-		{name: "empty admin listen", doc: yamlWith("admin:\n  listen: ''\n"), want: []string{"admin.listen: required (line 15)"}},
-		{name: "empty tie_break", doc: yamlWith("proxy:\n  tie_break: \"\"\n"), want: []string{`proxy.tie_break: must be "rotate" or "id" (got "") (line 15)`}},
-		{name: "empty warning_scope", doc: []byte("site: test\nservices:\n  web:\n    warning_scope: \"\"\n"),
+		{name: "poll fall 0", doc: baseYAML + "poll:\n  fall: 0\n", want: []string{"poll.fall: must be >= 1 (got 0) (line 15)"}},
+		{name: "poll rise 0", doc: baseYAML + "poll:\n  rise: 0\n", want: []string{"poll.rise: must be >= 1 (got 0) (line 15)"}},
+		{name: "poll max_body 0", doc: baseYAML + "poll:\n  max_body: 0\n", want: []string{"poll.max_body: must be >= 1 (got 0) (line 15)"}},
+		{name: "poll interval 0s", doc: baseYAML + "poll:\n  interval: 0s\n", want: []string{"poll.interval: must be > 0 (got 0s) (line 15)"}},
+		{name: "warning timeout 0s", doc: baseYAML + "warning:\n  timeout: 0s\n", want: []string{"warning.timeout: must be > 0 (got 0s) (line 15)"}},
+		{name: "max_request_body 0", doc: baseYAML + "proxy:\n  max_request_body: 0\n", want: []string{"proxy.max_request_body: must be >= 1 (got 0) (line 15)"}},
+		{name: "dedup_window 0s", doc: baseYAML + "alarms:\n  dedup_window: 0s\n", want: []string{"alarms.dedup_window: must be > 0 (got 0s) (line 15)"}},
+		{name: "empty listen", doc: baseYAML + "listen: \"\"\n", want: []string{"listen: required (it may be empty only when tls.listen is set) (line 14)"}},
+		{name: "empty admin listen", doc: baseYAML + "admin:\n  listen: ''\n", want: []string{"admin.listen: required (line 15)"}},
+		{name: "empty tie_break", doc: baseYAML + "proxy:\n  tie_break: \"\"\n", want: []string{`proxy.tie_break: must be "rotate" or "id" (got "") (line 15)`}},
+		{name: "empty warning_scope", doc: "site: test\nservices:\n  web:\n    warning_scope: \"\"\n",
 			want: []string{`services.web.warning_scope: must be "version" or "service" (got "") (line 4)`}},
-		{name: "empty backend id", doc: []byte("site: test\nservices: {web: {}}\nbackends:\n  - id: \"\"\n    address: 127.0.0.1:9001\n"),
+		{name: "empty backend id", doc: "site: test\nservices: {web: {}}\nbackends:\n  - id: \"\"\n    address: 127.0.0.1:9001\n",
 			want: []string{"backends[0].id: required (line 4)"}},
-		{name: "empty app service", doc: []byte("site: test\nservices: {web: {}}\napps:\n  - name: www\n    hosts: [\"*\"]\n    service: \"\"\n"),
+		{name: "empty app service", doc: "site: test\nservices: {web: {}}\napps:\n  - name: www\n    hosts: [\"*\"]\n    service: \"\"\n",
 			want: []string{"apps[0].service: required (line 6)"}},
-		{name: "zeros that are valid", doc: yamlWith("proxy:\n  retries: 0\n  eject_after: 0\n  slow_start: 0\n")},
-		{name: "zero threshold is valid", doc: []byte("site: test\nservices:\n  web:\n    warning_threshold: 0\n")},
+		{name: "zeros that are valid", doc: baseYAML + "proxy:\n  retries: 0\n  eject_after: 0\n  slow_start: 0\n"},
+		{name: "zero threshold is valid", doc: "site: test\nservices:\n  web:\n    warning_threshold: 0\n"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(tt.doc)
-			wantProblems(t, err, tt.want...)
-		})
-	}
+	checkProblems(t, "", tests)
 }
 
 func TestParseNullIsAbsent(t *testing.T) {
@@ -229,24 +210,14 @@ backends:
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name string
-		got  any
-		want any
-	}{
+	tests := []fieldCase{
 		{name: "listen", got: c.Listen, want: defaultListen},
 		{name: "admin.listen", got: c.Admin.Listen, want: defaultAdminListen},
 		{name: "poll.interval", got: c.Poll.Interval, want: defaultPollInterval},
 		{name: "allow_fallback_to_default", got: c.Apps[0].AllowFallbackToDefault, want: (*bool)(nil)},
 		{name: "capacity", got: c.Backends[0].Capacity, want: DefaultCapacity},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if !reflect.DeepEqual(tt.got, tt.want) {
-				t.Errorf("got %#v, want %#v", tt.got, tt.want)
-			}
-		})
-	}
+	checkFields(t, tests)
 }
 
 func TestParseDurations(t *testing.T) {
@@ -277,101 +248,74 @@ func TestParseDurations(t *testing.T) {
 }
 
 func TestParseBadValues(t *testing.T) {
-	tests := []struct {
-		name string
-		yaml string
-		want []string
-	}{
-		{name: "unknown duration unit", yaml: "poll:\n  interval: 5x\n", want: []string{
+	tests := []problemCase{
+		{name: "unknown duration unit", doc: "poll:\n  interval: 5x\n", want: []string{
 			`poll.interval: "5x" is not a Go duration such as 500ms or 1m30s (line 15): time: unknown unit "x" in duration "5x"`}},
-		{name: "duration without unit", yaml: "poll:\n  max_backoff: 5\n", want: []string{
+		{name: "duration without unit", doc: "poll:\n  max_backoff: 5\n", want: []string{
 			`poll.max_backoff: "5" is not a Go duration such as 500ms or 1m30s (line 15): time: missing unit in duration "5"`}},
-		{name: "duration with a space", yaml: "warning:\n  timeout: 1 s\n", want: []string{
+		{name: "duration with a space", doc: "warning:\n  timeout: 1 s\n", want: []string{
 			`warning.timeout: "1 s" is not a Go duration such as 500ms or 1m30s (line 15): time: unknown unit " s" in duration "1 s"`}},
-		{name: "duration as a list", yaml: "alarms:\n  dedup_window: [5m]\n", want: []string{
+		{name: "duration as a list", doc: "alarms:\n  dedup_window: [5m]\n", want: []string{
 			"alarms.dedup_window: must be a duration, got a list (line 15)"}},
-		{name: "fractional integer", yaml: "poll:\n  fall: 1.5\n", want: []string{
+		{name: "fractional integer", doc: "poll:\n  fall: 1.5\n", want: []string{
 			`poll.fall: must be an integer, got "1.5" (line 15)`}},
-		{name: "quoted integer", yaml: "poll:\n  rise: \"2\"\n", want: []string{
+		{name: "quoted integer", doc: "poll:\n  rise: \"2\"\n", want: []string{
 			`poll.rise: must be an integer, got "2" (line 15)`}},
-		{name: "integer as text", yaml: "proxy:\n  retries: many\n", want: []string{
+		{name: "integer as text", doc: "proxy:\n  retries: many\n", want: []string{
 			`proxy.retries: must be an integer, got "many" (line 15)`}},
-		{name: "huge integer", yaml: "proxy:\n  max_request_body: 99999999999999999999\n", want: []string{
+		{name: "huge integer", doc: "proxy:\n  max_request_body: 99999999999999999999\n", want: []string{
 			`proxy.max_request_body: must be an integer, got "99999999999999999999" (line 15)`}},
-		{name: "string as a mapping", yaml: "alarms:\n  webhook: {url: x}\n", want: []string{
+		{name: "string as a mapping", doc: "alarms:\n  webhook: {url: x}\n", want: []string{
 			"alarms.webhook: must be a string, got a mapping (line 15)"}},
-		{name: "section as a list", yaml: "poll: [1s]\n", want: []string{
+		{name: "section as a list", doc: "poll: [1s]\n", want: []string{
 			"poll: must be a mapping, got a list (line 14)"}},
-		{name: "section as a scalar", yaml: "proxy: fast\n", want: []string{
+		{name: "section as a scalar", doc: "proxy: fast\n", want: []string{
 			"proxy: must be a mapping, got a string (line 14)"}},
-		{name: "trusted proxy not a CIDR", yaml: "proxy:\n  trusted_proxies: [10.0.0.0/8, 10.0.0.300/8, proxy.local]\n", want: []string{
+		{name: "trusted proxy not a CIDR", doc: "proxy:\n  trusted_proxies: [10.0.0.0/8, 10.0.0.300/8, proxy.local]\n", want: []string{
 			`proxy.trusted_proxies[1]: "10.0.0.300/8" is not a CIDR such as 10.0.0.0/8 or an IP address (line 15)`,
 			`proxy.trusted_proxies[2]: "proxy.local" is not a CIDR such as 10.0.0.0/8 or an IP address (line 15)`}},
-		{name: "trusted proxy CIDR with host bits or a zone", yaml: "proxy:\n  trusted_proxies: [10.1.2.3/16, \"fe80::1%eth0\"]\n", want: []string{
+		{name: "trusted proxy CIDR with host bits or a zone", doc: "proxy:\n  trusted_proxies: [10.1.2.3/16, \"fe80::1%eth0\"]\n", want: []string{
 			`proxy.trusted_proxies[0]: "10.1.2.3/16" has address bits past its /16: write 10.1.0.0/16 for the network, or 10.1.2.3/32 for the one address (line 15)`,
 			`proxy.trusted_proxies[1]: "fe80::1%eth0" has an IPv6 zone: trusted proxies are matched by address alone (line 15)`}},
-		{name: "trusted proxies as a string", yaml: "proxy:\n  trusted_proxies: 10.0.0.0/8\n", want: []string{
+		{name: "trusted proxies as a string", doc: "proxy:\n  trusted_proxies: 10.0.0.0/8\n", want: []string{
 			`proxy.trusted_proxies: must be a list, got a string (line 15)`}},
-		{name: "negative connection limit", yaml: "proxy:\n  max_connections: 0\n  header_timeout: 0s\n", want: []string{
+		{name: "negative connection limit", doc: "proxy:\n  max_connections: 0\n  header_timeout: 0s\n", want: []string{
 			"proxy.max_connections: must be >= 1 (got 0) (line 15)", "proxy.header_timeout: must be > 0 (got 0s) (line 16)"}},
-		{name: "valid value for contrast", yaml: "alarms:\n  dedup_window: 1m\n", want: nil},
+		{name: "valid value for contrast", doc: "alarms:\n  dedup_window: 1m\n", want: nil},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(yamlWith(tt.yaml))
-			wantProblems(t, err, tt.want...)
-		})
-	}
+	checkProblems(t, baseYAML, tests)
 }
 
 func TestParseListShapes(t *testing.T) {
-	tests := []struct {
-		name string
-		yaml string
-		want []string
-	}{
-		{name: "apps as a mapping", yaml: "site: test\nservices: {web: {}}\napps: {shop: {}}\n", want: []string{
+	tests := []problemCase{
+		{name: "apps as a mapping", doc: "site: test\nservices: {web: {}}\napps: {shop: {}}\n", want: []string{
 			"apps: must be a list, got a mapping (line 3)"}},
-		{name: "hosts as a string", yaml: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: shop.example.com\n", want: []string{
+		{name: "hosts as a string", doc: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: shop.example.com\n", want: []string{
 			"apps[0].hosts: must be a list, got a string (line 5)"}},
-		{name: "host as a list", yaml: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [[a]]\n", want: []string{
+		{name: "host as a list", doc: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [[a]]\n", want: []string{
 			"apps[0].hosts[0]: must be a string, got a list (line 5)"}},
-		{name: "service as a scalar", yaml: "site: test\nservices:\n  web: 2\n", want: []string{
+		{name: "service as a scalar", doc: "site: test\nservices:\n  web: 2\n", want: []string{
 			"services.web: must be a mapping, got an integer (line 3)"}},
-		{name: "allow_fallback not a boolean", yaml: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [a.b]\n    allow_fallback_to_default: maybe\n", want: []string{
+		{name: "allow_fallback not a boolean", doc: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [a.b]\n    allow_fallback_to_default: maybe\n", want: []string{
 			`apps[0].allow_fallback_to_default: must be true or false, got "maybe" (line 6)`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.yaml))
-			wantProblems(t, err, tt.want...)
-		})
-	}
+	checkProblems(t, "", tests)
 }
 
 func TestParseUnknownKeys(t *testing.T) {
-	tests := []struct {
-		name string
-		doc  []byte
-		want []string
-	}{
-		{name: "top level", doc: yamlWith("sites: eu\n"), want: []string{"sites: unknown key (line 14)"}},
-		{name: "in a section", doc: yamlWith("poll:\n  intervall: 2s\n"), want: []string{"poll.intervall: unknown key (line 15)"}},
-		{name: "in a nested section", doc: yamlWith("alarms:\n  dedup_window: 1m\n  webhok: http://x\n"),
+	tests := []problemCase{
+		{name: "top level", doc: baseYAML + "sites: eu\n", want: []string{"sites: unknown key (line 14)"}},
+		{name: "in a section", doc: baseYAML + "poll:\n  intervall: 2s\n", want: []string{"poll.intervall: unknown key (line 15)"}},
+		{name: "in a nested section", doc: baseYAML + "alarms:\n  dedup_window: 1m\n  webhok: http://x\n",
 			want: []string{"alarms.webhok: unknown key (line 16)"}},
-		{name: "in a service", doc: []byte("site: test\nservices:\n  web:\n    threshold: 2\n"),
+		{name: "in a service", doc: "site: test\nservices:\n  web:\n    threshold: 2\n",
 			want: []string{"services.web.threshold: unknown key (line 4)"}},
-		{name: "in an app", doc: []byte("site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [a.b]\n    fallback: true\n"),
+		{name: "in an app", doc: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [a.b]\n    fallback: true\n",
 			want: []string{"apps[0].fallback: unknown key (line 6)"}},
-		{name: "in a backend", doc: []byte("site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9003\n    capcity: 3\n"),
+		{name: "in a backend", doc: "site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9003\n    capcity: 3\n",
 			want: []string{"backends[0].capcity: unknown key (line 5)"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(tt.doc)
-			wantProblems(t, err, tt.want...)
-		})
-	}
+	checkProblems(t, "", tests)
 }
 
 func TestParseBackendUnknownKeyKeepsOtherProblems(t *testing.T) {
@@ -390,32 +334,23 @@ backends:
 }
 
 func TestParseDocuments(t *testing.T) {
-	tests := []struct {
-		name string
-		yaml string
-		want []string
-	}{
-		{name: "empty input", yaml: "", want: []string{"site: required", "services: at least one service required"}},
-		{name: "only comments", yaml: "# nothing yet\n", want: []string{"site: required", "services: at least one service required"}},
-		{name: "leading marker is one document", yaml: "---\n" + baseYAML},
-		{name: "two documents", yaml: baseYAML + "---\n" + baseYAML, want: []string{
+	tests := []problemCase{
+		{name: "empty input", doc: "", want: []string{"site: required", "services: at least one service required"}},
+		{name: "only comments", doc: "# nothing yet\n", want: []string{"site: required", "services: at least one service required"}},
+		{name: "leading marker is one document", doc: "---\n" + baseYAML},
+		{name: "two documents", doc: baseYAML + "---\n" + baseYAML, want: []string{
 			"parse config: the file holds more than one YAML document; want exactly one"}},
-		{name: "trailing empty document", yaml: baseYAML + "---\n", want: []string{
+		{name: "trailing empty document", doc: baseYAML + "---\n", want: []string{
 			"parse config: the file holds more than one YAML document; want exactly one"}},
-		{name: "broken second document", yaml: baseYAML + "---\n[\n", want: []string{
+		{name: "broken second document", doc: baseYAML + "---\n[\n", want: []string{
 			"parse config: the file holds more than one YAML document; want exactly one: yaml: line 15: did not find expected node content"}},
-		{name: "syntax error", yaml: "site: [test\n", want: []string{
+		{name: "syntax error", doc: "site: [test\n", want: []string{
 			"parse config: yaml: line 1: did not find expected ',' or ']'"}},
-		{name: "top level list", yaml: "- site: test\n", want: []string{"top level: must be a mapping, got a list (line 1)"}},
-		{name: "top level scalar", yaml: "pollbal\n", want: []string{"top level: must be a mapping, got a string (line 1)"}},
-		{name: "duplicate key", yaml: "site: a\nsite: b\n", want: []string{"site: key written twice (lines 1 and 2)"}},
+		{name: "top level list", doc: "- site: test\n", want: []string{"top level: must be a mapping, got a list (line 1)"}},
+		{name: "top level scalar", doc: "pollbal\n", want: []string{"top level: must be a mapping, got a string (line 1)"}},
+		{name: "duplicate key", doc: "site: a\nsite: b\n", want: []string{"site: key written twice (lines 1 and 2)"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.yaml))
-			wantProblems(t, err, tt.want...)
-		})
-	}
+	checkProblems(t, "", tests)
 }
 
 func TestParseAppService(t *testing.T) {
@@ -465,24 +400,14 @@ backends:
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name string
-		got  any
-		want any
-	}{
+	tests := []fieldCase{
 		{name: "hosts lower-cased", got: c.Apps[0].Hosts, want: []string{"shop.example.com", "*.shop.example.com", "*"}},
 		{name: "id defaults to the address", got: c.Backends[0].ID, want: "127.0.0.1:9001"},
 		{name: "capacity defaults to 100", got: c.Backends[0].Capacity, want: 100},
 		{name: "explicit id kept", got: c.Backends[1].ID, want: "web-2"},
 		{name: "explicit capacity kept", got: c.Backends[1].Capacity, want: 7},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if !reflect.DeepEqual(tt.got, tt.want) {
-				t.Errorf("got %#v, want %#v", tt.got, tt.want)
-			}
-		})
-	}
+	checkFields(t, tests)
 }
 
 func TestParseEveryProblemAtOnce(t *testing.T) {

@@ -103,11 +103,7 @@ func TestDemoConfig(t *testing.T) {
 		pool, _, fallback := AppPool(a)
 		apps = append(apps, appView{a.Name, a.Hosts, a.Service, pool, fallback})
 	}
-	tests := []struct {
-		name string
-		got  any
-		want any
-	}{
+	tests := []fieldCase{
 		{name: "site", got: c.Site, want: "demo"},
 		{name: "listen", got: c.Listen, want: "127.0.0.1:18080"},
 		{name: "admin.listen", got: c.Admin.Listen, want: "127.0.0.1:19090"},
@@ -125,11 +121,5 @@ func TestDemoConfig(t *testing.T) {
 			{"www", []string{"*"}, "web", "default", false},
 		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if !reflect.DeepEqual(tt.got, tt.want) {
-				t.Errorf("got %+v, want %+v", tt.got, tt.want)
-			}
-		})
-	}
+	checkFields(t, tests)
 }

@@ -8,11 +8,7 @@ import (
 
 // admin.store.etcd: defaults, strict keys, and every problem with its line.
 func TestParseEtcdStore(t *testing.T) {
-	tests := []struct {
-		name string
-		doc  string
-		want []string
-	}{
+	tests := []problemCase{
 		{name: "endpoints only",
 			doc: "admin:\n  store:\n    etcd:\n      endpoints: [127.0.0.1:2379, etcd-2.example.com:2379]\n"},
 		{name: "everything",
@@ -73,12 +69,7 @@ func TestParseEtcdStore(t *testing.T) {
 			doc:  "admin:\n  store:\n    consul: {}\n",
 			want: []string{"admin.store.consul: unknown key (line 16)"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(yamlWith(tt.doc))
-			wantProblems(t, err, tt.want...)
-		})
-	}
+	checkProblems(t, baseYAML, tests)
 }
 
 func TestEtcdStoreDefaults(t *testing.T) {

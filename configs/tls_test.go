@@ -4,11 +4,7 @@ import "testing"
 
 // The tls section: strict keys, every problem with its line, and plain HTTP off only with TLS on.
 func TestParseTLS(t *testing.T) {
-	tests := []struct {
-		name string
-		doc  string
-		want []string
-	}{
+	tests := []problemCase{
 		{name: "TLS next to plain HTTP",
 			doc: "tls:\n  listen: 127.0.0.1:8443\n  certificates:\n    - {cert_file: a.crt, key_file: a.key}\n"},
 		{name: "TLS only: an empty listen turns plain HTTP off",
@@ -52,10 +48,5 @@ func TestParseTLS(t *testing.T) {
 			doc:  "tls:\n  listen: 127.0.0.1:8443\n  certificates:\n    - {cert_file: [a], key_file: b.key}\n",
 			want: []string{"tls.certificates[0].cert_file: must be a string, got a list (line 17)"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(yamlWith(tt.doc))
-			wantProblems(t, err, tt.want...)
-		})
-	}
+	checkProblems(t, baseYAML, tests)
 }
