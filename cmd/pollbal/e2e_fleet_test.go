@@ -40,14 +40,6 @@ func fleetDuration() time.Duration {
 	return 10 * time.Second
 }
 
-// fleetBackendStats is the part of the example backend's /_backend/stats these tests read.
-type fleetBackendStats struct {
-	Requests int64 `json:"requests"`  // requests admitted and answered by the application
-	Peak     int64 `json:"load_peak"` // most client requests ever in progress at once
-	Refused  int64 `json:"refused"`   // refused with 503 + X-Pool-Full
-	InFlight int64 `json:"load_in_flight"`
-}
-
 // fleetState is the part of /api/state these tests read.
 type fleetState struct {
 	Backends []struct {
@@ -130,13 +122,6 @@ func (in *instance) fleetState(t testing.TB) fleetState {
 	t.Helper()
 	var s fleetState
 	getJSON(t, "http://"+in.admin+"/api/state", &s)
-	return s
-}
-
-func (b *backend) fleetStats(t testing.TB) fleetBackendStats {
-	t.Helper()
-	var s fleetBackendStats
-	getJSON(t, "http://"+b.addr+"/_backend/stats", &s)
 	return s
 }
 
@@ -248,8 +233,8 @@ func runFleetLoad(t *testing.T, name string, f *fleet, d time.Duration) fleetRun
 			r.other += l.other.Load()
 		}
 		for _, b := range f.backends {
-			s := b.fleetStats(t)
-			r.peaks = append(r.peaks, s.Peak)
+			s := b.stats(t)
+			r.peaks = append(r.peaks, s.LoadPeak)
 			r.refused += s.Refused
 			r.forwards += s.Requests + s.Refused
 		}
@@ -267,7 +252,7 @@ func runFleetLoad(t *testing.T, name string, f *fleet, d time.Duration) fleetRun
 		ok: to.ok - from.ok, other: to.other - from.other, refused: to.refused - from.refused,
 		forwards: to.forwards - from.forwards}
 	for _, b := range f.backends {
-		r.peaks = append(r.peaks, b.fleetStats(t).Peak) // after the clients stopped: the whole run
+		r.peaks = append(r.peaks, b.stats(t).LoadPeak) // after the clients stopped: the whole run
 	}
 	r.okPerSec = float64(r.ok) / elapsed
 	return r
@@ -378,7 +363,7 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 	}
 	testproc.WaitFor(t, 2*interval, "a to use the whole capacity", func() bool {
 		for _, bk := range f.backends {
-			if bk.fleetStats(t).InFlight < fleetCapacity-1 {
+			if bk.stats(t).LoadInFlight < fleetCapacity-1 {
 				return false
 			}
 		}
@@ -411,8 +396,8 @@ func TestEndToEndFleetIdleAndBusy(t *testing.T) {
 	la.end()
 	lb.end()
 	for _, bk := range f.backends {
-		if s := bk.fleetStats(t); s.Peak > fleetCapacity {
-			t.Errorf("backend had %d requests in progress, over its capacity %d", s.Peak, fleetCapacity)
+		if s := bk.stats(t); s.LoadPeak > fleetCapacity {
+			t.Errorf("backend had %d requests in progress, over its capacity %d", s.LoadPeak, fleetCapacity)
 		}
 	}
 }

@@ -16,14 +16,6 @@ import (
 	"pollbal/internal/testproc"
 )
 
-// queueStats is the part of the example backend's /_backend/stats a capacity test reads.
-type queueStats struct {
-	PeakInFlight int64 `json:"peak_in_flight"`
-	Requests     int64 `json:"requests"`
-	LoadPeak     int64 `json:"load_peak"`
-	Refused      int64 `json:"refused"`
-}
-
 // startQueueSetup starts n example backends that each enforce capacity themselves (-capacity,
 // refusing with X-Pool-Full past it) and answer after delay, and pollbal in front of them with
 // the same capacity and proxy.queue_timeout.
@@ -109,8 +101,7 @@ func TestEndToEndQueueBurst(t *testing.T) {
 	}
 	var total int64
 	for _, be := range bes {
-		var s queueStats
-		getJSON(t, "http://"+be.addr+"/_backend/stats", &s)
+		s := be.stats(t)
 		t.Logf("%s: requests %d, peak in flight %d, load peak %d, refused %d", be.id, s.Requests, s.PeakInFlight, s.LoadPeak, s.Refused)
 		if s.PeakInFlight > capacity || s.LoadPeak > capacity {
 			t.Errorf("%s peaked at %d in flight (load peak %d), capacity %d", be.id, s.PeakInFlight, s.LoadPeak, capacity)

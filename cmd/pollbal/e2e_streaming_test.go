@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/examples/backend/api"
 	"pollbal/internal/testproc"
 )
 
@@ -58,18 +59,10 @@ func (s *streamSetup) inFlight(t *testing.T) int {
 	return 0
 }
 
-// streams is the example backend's /_backend/streams answer.
-type streams struct {
-	Blobs       int64 `json:"blobs"`
-	Cancelled   int64 `json:"cancelled"`
-	Uploads     int64 `json:"uploads"`
-	UploadBytes int64 `json:"upload_bytes"`
-	Upgrades    int64 `json:"upgrades"`
-}
-
-func (s *streamSetup) streams(t *testing.T) streams {
+// streams reads the example backend's streaming counters.
+func (s *streamSetup) streams(t *testing.T) api.Streams {
 	t.Helper()
-	var st streams
+	var st api.Streams
 	getJSON(t, "http://"+s.be.addr+"/_backend/streams", &st)
 	return st
 }

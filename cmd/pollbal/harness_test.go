@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/examples/backend/api"
 	"pollbal/internal/testproc"
 )
 
@@ -80,19 +81,10 @@ func (b *backend) setPool(t testing.TB, body string) {
 	}
 }
 
-// backendStats is the example backend's /_backend/stats answer.
-type backendStats struct {
-	ID           string `json:"id"`
-	InFlight     int64  `json:"in_flight"`
-	PeakInFlight int64  `json:"peak_in_flight"`
-	Requests     int64  `json:"requests"`
-	Warnings     int64  `json:"warnings"`
-	LastWarning  string `json:"last_warning"`
-}
-
-func (b *backend) stats(t testing.TB) backendStats {
+// stats reads the example backend's counters.
+func (b *backend) stats(t testing.TB) api.Stats {
 	t.Helper()
-	var s backendStats
+	var s api.Stats
 	getJSON(t, "http://"+b.addr+"/_backend/stats", &s)
 	return s
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"pollbal/examples/backend/api"
 )
 
 // TestCapacity checks -capacity: client requests in progress are counted exactly, /pool reports
@@ -36,7 +38,7 @@ func TestCapacity(t *testing.T) {
 					done <- resp.StatusCode
 				}()
 			}
-			waitStats(t, srv.URL, "two held", func(s stats) bool { return s.LoadInFlight == 2 })
+			waitStats(t, srv.URL, "two held", func(s api.Stats) bool { return s.LoadInFlight == 2 })
 			resp, err := http.Get(srv.URL + "/pool")
 			if err != nil {
 				t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pollbal/examples/backend/api"
 	"pollbal/examples/poolload"
 )
 
@@ -94,25 +95,6 @@ func (rt routes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.other.ServeHTTP(w, r)
 }
 
-// stats is the JSON answer of GET /_backend/stats.
-type stats struct {
-	ID           string `json:"id"`
-	InFlight     int64  `json:"in_flight"`
-	PeakInFlight int64  `json:"peak_in_flight"`
-	Requests     int64  `json:"requests"`
-	Warnings     int64  `json:"warnings"`
-	LastWarning  string `json:"last_warning"`
-	// Every client request (all paths but /pool, /pool_warning and /_backend/*), as the
-	// capacity limit counts them: capacity (0 = none), in progress now, the most ever at
-	// once, and how many were refused with 503 + X-Pool-Full.
-	Capacity     int64 `json:"capacity"`
-	LoadInFlight int64 `json:"load_in_flight"`
-	LoadPeak     int64 `json:"load_peak"`
-	Refused      int64 `json:"refused"`
-	// WebSockets is the number of WebSocket connections /ws accepted.
-	WebSockets int64 `json:"websockets"`
-}
-
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.routes.ServeHTTP(w, r)
 }
@@ -184,7 +166,7 @@ func (h *handler) serveStats(w http.ResponseWriter, _ *http.Request) {
 	h.mu.Lock()
 	last := h.lastWarning
 	h.mu.Unlock()
-	s := stats{
+	s := api.Stats{
 		ID:           h.o.ID,
 		InFlight:     h.inFlight.Load(),
 		PeakInFlight: h.peak.Load(),

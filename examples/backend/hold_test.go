@@ -9,17 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/examples/backend/api"
 	"pollbal/internal/testproc"
 )
 
-func statsAt(t *testing.T, url string) stats {
+func statsAt(t *testing.T, url string) api.Stats {
 	t.Helper()
 	resp, err := http.Get(url + "/_backend/stats")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var s stats
+	var s api.Stats
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func statsAt(t *testing.T, url string) stats {
 }
 
 // waitStats polls the stats until cond holds.
-func waitStats(t *testing.T, url, what string, cond func(stats) bool) {
+func waitStats(t *testing.T, url, what string, cond func(api.Stats) bool) {
 	t.Helper()
 	testproc.WaitFor(t, 10*time.Second, what, func() bool { return cond(statsAt(t, url)) })
 }
@@ -67,7 +68,7 @@ func TestHoldUntilRelease(t *testing.T) {
 			answers <- answer{body: string(b), err: err}
 		}()
 	}
-	waitStats(t, srv.URL, "two held requests", func(s stats) bool { return s.InFlight == 2 })
+	waitStats(t, srv.URL, "two held requests", func(s api.Stats) bool { return s.InFlight == 2 })
 	select {
 	case a := <-answers:
 		t.Fatalf("a held request answered before the release: %+v", a)
@@ -103,12 +104,12 @@ func TestHoldEndsWhenTheClientLeaves(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitStats(t, srv.URL, "the held request", func(s stats) bool { return s.InFlight == 1 })
+	waitStats(t, srv.URL, "the held request", func(s api.Stats) bool { return s.InFlight == 1 })
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled request got an answer")
 	}
-	waitStats(t, srv.URL, "the held request to end", func(s stats) bool { return s.InFlight == 0 })
+	waitStats(t, srv.URL, "the held request to end", func(s api.Stats) bool { return s.InFlight == 0 })
 	if n := release(t, srv.URL); n != 0 {
 		t.Fatalf("release let %d go after the client left, want 0", n)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/examples/backend/api"
 	"pollbal/internal/testproc"
 )
 
@@ -70,13 +71,13 @@ func get(t *testing.T, url string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-func getStats(t *testing.T, p *proc) stats {
+func getStats(t *testing.T, p *proc) api.Stats {
 	t.Helper()
 	resp, body := get(t, p.url("/_backend/stats"))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("stats status = %d", resp.StatusCode)
 	}
-	var s stats
+	var s api.Stats
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatalf("stats body %q: %v", body, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"pollbal/examples/backend/api"
 )
 
 // Limits of the streaming endpoints' parameters.
@@ -26,20 +28,11 @@ type streams struct {
 	upgrades  atomic.Int64 // /switch requests answered 101
 }
 
-// streamStats is the JSON answer of GET /_backend/streams.
-type streamStats struct {
-	Blobs       int64 `json:"blobs"`
-	Cancelled   int64 `json:"cancelled"`
-	Uploads     int64 `json:"uploads"`
-	UploadBytes int64 `json:"upload_bytes"`
-	Upgrades    int64 `json:"upgrades"`
-}
-
 // serveStreamStats answers GET /_backend/streams; /blob, /upload and /switch, the endpoints
 // that exercise a proxy's streaming, are below.
 func (h *handler) serveStreamStats(w http.ResponseWriter, _ *http.Request) {
 	s := &h.streams
-	writeJSON(w, streamStats{
+	writeJSON(w, api.Streams{
 		Blobs: s.blobs.Load(), Cancelled: s.cancelled.Load(), Uploads: s.uploads.Load(),
 		UploadBytes: s.lastBytes.Load(), Upgrades: s.upgrades.Load(),
 	})

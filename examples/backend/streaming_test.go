@@ -11,17 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/examples/backend/api"
 	"pollbal/internal/testproc"
 )
 
-func streamStatsOf(t *testing.T, url string) streamStats {
+func streamStatsOf(t *testing.T, url string) api.Streams {
 	t.Helper()
 	resp, err := http.Get(url + "/_backend/streams")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var s streamStats
+	var s api.Streams
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"pollbal/examples/backend/api"
 )
 
 func TestWSAccept(t *testing.T) {
@@ -74,7 +76,7 @@ func TestWebSocketEcho(t *testing.T) {
 		}
 		<-time.After(10 * time.Millisecond) // polling a counter, with a deadline
 	}
-	var s stats
+	var s api.Stats
 	r, err := http.Get(srv.URL + "/_backend/stats")
 	if err != nil {
 		t.Fatal(err)

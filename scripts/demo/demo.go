@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"pollbal/examples/backend/api"
 )
 
 // Versions the demo updates from and to.
@@ -261,7 +263,7 @@ func notUpdated(e scriptEnd, final *apiState, service string) string {
 func (d *demo) warningsReceived(scripts []runningScript) int64 {
 	var n int64
 	for _, s := range scripts {
-		var st backendStats
+		var st api.Stats
 		if err := getJSON(context.Background(), d.http, "http://"+d.address(s.id)+"/_backend/stats", &st); err == nil {
 			n += st.Warnings
 		}

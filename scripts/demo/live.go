@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"pollbal/examples/backend/api"
 )
 
 // view draws the live view until ctx ends, then draws one last frame: in place on a
@@ -55,12 +57,12 @@ func (d *demo) view(ctx context.Context, start time.Time, ld *load, mon *monitor
 
 // frame gathers one frame: pollbal's latest state, each backend's stats, each script's step.
 func (d *demo) frame(start time.Time, ld *load, mon *monitor, scripts []runningScript) viewData {
-	stats := map[string]*backendStats{}
+	stats := map[string]*api.Stats{}
 	steps := map[string]string{}
 	ctx, cancel := context.WithTimeout(context.Background(), frameEvery/2)
 	defer cancel()
 	for _, b := range d.plan.Backends {
-		var st backendStats
+		var st api.Stats
 		if err := getJSON(ctx, d.http, "http://"+b.Address+"/_backend/stats", &st); err == nil {
 			stats[b.ID] = &st
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/examples/backend/api"
 )
 
 // bins are the absolute paths of the programs the demo runs.
@@ -163,7 +164,7 @@ func (d *demo) startBackends(ctx context.Context, bin string) error {
 			if c.exited() {
 				return false, fmt.Errorf("backend %s exited:\n%s", b.ID, c.log.tail())
 			}
-			var s backendStats
+			var s api.Stats
 			return getJSON(ctx, d.http, "http://"+b.Address+"/_backend/stats", &s) == nil, nil
 		})
 		if err != nil {

@@ -33,14 +33,6 @@ type apiReport struct {
 	Version string `json:"version"`
 }
 
-// backendStats is the example backend's GET /_backend/stats.
-type backendStats struct {
-	Requests     int64 `json:"requests"`
-	InFlight     int64 `json:"in_flight"`
-	PeakInFlight int64 `json:"peak_in_flight"`
-	Warnings     int64 `json:"warnings"`
-}
-
 // Report statuses as pollbal shows them (ok is reported as serving).
 const (
 	statusServing = "serving"

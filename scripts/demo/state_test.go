@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pollbal/examples/backend/api"
 )
 
 // be builds one backend of a state sample: status "" means no report, "down" not ready.
@@ -215,16 +217,16 @@ func TestRenderView(t *testing.T) {
 	tests := []struct {
 		name      string
 		state     *apiState
-		stats     map[string]*backendStats
+		stats     map[string]*api.Stats
 		wantLines []string
 	}{
 		{
-			name: "before pollbal answered", stats: map[string]*backendStats{},
+			name: "before pollbal answered", stats: map[string]*api.Stats{},
 			wantLines: []string{"web-1    pool-acme  ?        -        -               0         ?", "pools: default 0 serving + 0 leaving"},
 		},
 		{
 			name: "leaving and warned, out of rotation", state: state,
-			stats: map[string]*backendStats{"web-1": {Requests: 42}},
+			stats: map[string]*api.Stats{"web-1": {Requests: 42}},
 			wantLines: []string{
 				"web-1    pool-acme  leaving  v1       warned          3        42  announced",
 				"web-3    default    out      -        -               0         ?",

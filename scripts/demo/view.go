@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"pollbal/examples/backend/api"
 )
 
 // maxScriptWidth bounds the script column so that a frame's lines do not wrap on an
@@ -36,7 +38,7 @@ type viewData struct {
 
 // rowsFrom builds the backend rows from pollbal's state, the backends' stats (nil entries
 // are unknown) and the scripts' last log lines, in plan order.
-func rowsFrom(p plan, s *apiState, stats map[string]*backendStats, scripts map[string]string) []viewRow {
+func rowsFrom(p plan, s *apiState, stats map[string]*api.Stats, scripts map[string]string) []viewRow {
 	rows := make([]viewRow, 0, len(p.Backends))
 	for _, pb := range p.Backends {
 		r := viewRow{ID: pb.ID, Pool: pb.Pool, Status: "?", Version: "-", Requests: -1, Script: scripts[pb.ID]}
