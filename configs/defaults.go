@@ -82,3 +82,18 @@ func Default() *Config {
 		TLS:    TLS{MinVersion: defaultTLSMinVersion},
 	}
 }
+
+// setElementDefaults sets the defaults of a list element, map value or optional mapping that
+// the YAML writes (e points to its zero value): a backend's capacity, a service's warning
+// scope, the etcd store's prefix and dial timeout.
+func setElementDefaults(e any) {
+	switch e := e.(type) {
+	case *Backend:
+		e.Capacity = DefaultCapacity
+	case *Service:
+		e.WarningScope = defaultWarningScope
+	case *Etcd:
+		e.Prefix = DefaultEtcdPrefix
+		e.DialTimeout = defaultEtcdDialTimeout
+	}
+}

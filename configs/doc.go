@@ -3,7 +3,8 @@
 // helpers that read a Backend or an App, and the YAML files shipped beside the code.
 //
 // Loading is three steps, each in its own file: raw.go decodes the YAML strictly (unknown keys
-// are errors) into a mirror of the schema that remembers which keys were written, defaults.go
+// are errors) into a mirror of the schema, generated from Config's declaration, that remembers
+// which keys were written and converts them by walking both together, defaults.go
 // fills what was left out (an explicit zero is kept, so that Validate rejects it instead of
 // silently replacing it), and validate.go checks the result. reload.go holds what a reload
 // decides before applying a file: the settled read (ReadSettled), the reload guard (Guard, pure)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 
 	"gopkg.in/yaml.v3"
 )
@@ -28,10 +29,10 @@ func Load(path string) (*Config, error) {
 // its path (see Problems); broken YAML and a second document are errors on their own. The
 // returned Config is valid and must be treated as read-only.
 func Parse(data []byte) (*Config, error) {
-	var raw rawConfig
+	raw := reflect.New(rawConfigType)
 	var p problemList
 	dropped := false
-	if err := decodeStrict(data, &raw); err != nil {
+	if err := decodeStrict(data, raw.Interface()); err != nil {
 		var typeErr *yaml.TypeError
 		if !errors.As(err, &typeErr) {
 			return nil, fmt.Errorf("parse config: %w", syntaxError(data, err))
@@ -39,8 +40,8 @@ func Parse(data []byte) (*Config, error) {
 		// The rest of the document was still decoded: report these with everything else.
 		dropped = addTypeErrors(&p, data, typeErr)
 	}
-	c := raw.config(&p)
-	if raw.Admin.Store.Etcd == nil {
+	c := config(raw.Elem(), &p)
+	if c.Admin.Store.Etcd == nil {
 		// yaml.v3 reads an empty key as absent; here that would silently mean "no store".
 		if line, ok := indexDocument(data).empty("admin.store.etcd"); ok {
 			p.errs = append(p.errs, &problem{path: "admin.store.etcd", line: line,
@@ -70,7 +71,7 @@ var errMultipleDocuments = errors.New("the file holds more than one YAML documen
 // decodeStrict decodes the first document of data into out with KnownFields(true) and
 // rejects any further document. An empty input (or only comments) decodes to nothing. A
 // *yaml.TypeError means the document was decoded except for the keys it names.
-func decodeStrict(data []byte, out *rawConfig) (err error) {
+func decodeStrict(data []byte, out any) (err error) {
 	// yaml.v3 has panicked on hostile input before; a config loader must answer with an error.
 	defer func() {
 		if r := recover(); r != nil {

@@ -348,6 +348,10 @@ func TestParseDocuments(t *testing.T) {
 			"parse config: yaml: line 1: did not find expected ',' or ']'"}},
 		{name: "top level list", doc: "- site: test\n", want: []string{"top level: must be a mapping, got a list (line 1)"}},
 		{name: "top level scalar", doc: "pollbal\n", want: []string{"top level: must be a mapping, got a string (line 1)"}},
+		// yaml.v3 quotes the value in its message; a value over two lines was split into two
+		// problems naming Go types, followed by "site: required".
+		{name: "top level scalar over two lines", doc: "\"first\n\n  second\"\n", want: []string{
+			"top level: must be a mapping, got a string (line 1)"}},
 		{name: "duplicate key", doc: "site: a\nsite: b\n", want: []string{"site: key written twice (lines 1 and 2)"}},
 	}
 	checkProblems(t, "", tests)

@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 	"time"
 
@@ -25,115 +26,44 @@ func (f *field) UnmarshalYAML(n *yaml.Node) error {
 
 func (f field) set() bool { return f.node != nil }
 
-// The raw mirror of Config: same keys, every scalar a field, so decoding cannot fail on a value
-// and KnownFields(true) still rejects unknown keys.
-type (
-	rawConfig struct {
-		Site     field                 `yaml:"site"`
-		Listen   field                 `yaml:"listen"`
-		Admin    rawAdmin              `yaml:"admin"`
-		Poll     rawPoll               `yaml:"poll"`
-		Warning  rawWarning            `yaml:"warning"`
-		Proxy    rawProxy              `yaml:"proxy"`
-		Services map[string]rawService `yaml:"services"`
-		Apps     []rawApp              `yaml:"apps"`
-		Backends []rawBackend          `yaml:"backends"`
-		Alarms   rawAlarms             `yaml:"alarms"`
-		Fleet    rawFleet              `yaml:"fleet"`
-		TLS      rawTLS                `yaml:"tls"`
-	}
-	rawAdmin struct {
-		Listen    field    `yaml:"listen"`
-		TokenFile field    `yaml:"token_file"`
-		StateFile field    `yaml:"state_file"`
-		Store     rawStore `yaml:"store"`
-	}
-	rawStore struct {
-		Etcd *rawEtcd `yaml:"etcd"`
-	}
-	rawEtcd struct {
-		Endpoints    []field `yaml:"endpoints"`
-		Prefix       field   `yaml:"prefix"`
-		DialTimeout  field   `yaml:"dial_timeout"`
-		Username     field   `yaml:"username"`
-		PasswordFile field   `yaml:"password_file"`
-		CAFile       field   `yaml:"ca_file"`
-		CertFile     field   `yaml:"cert_file"`
-		KeyFile      field   `yaml:"key_file"`
-	}
-	rawPoll struct {
-		Interval   field `yaml:"interval"`
-		Timeout    field `yaml:"timeout"`
-		Fall       field `yaml:"fall"`
-		Rise       field `yaml:"rise"`
-		MaxBackoff field `yaml:"max_backoff"`
-		MaxBody    field `yaml:"max_body"`
-	}
-	rawWarning struct {
-		Timeout    field `yaml:"timeout"`
-		SecretFile field `yaml:"secret_file"`
-	}
-	rawProxy struct {
-		BackendTimeout field `yaml:"backend_timeout"`
-		MaxRequestBody field `yaml:"max_request_body"`
-		Retries        field `yaml:"retries"`
-		EjectAfter     field `yaml:"eject_after"`
-		TieBreak       field `yaml:"tie_break"`
-		SlowStart      field `yaml:"slow_start"`
+// rawConfigType is the raw mirror of Config that yaml.v3 decodes into (see rawType). It is
+// built once from Config's declaration, so a key is declared in one place only.
+var rawConfigType = rawType(reflect.TypeFor[Config]())
 
-		MaxConnections    field   `yaml:"max_connections"`
-		HeaderTimeout     field   `yaml:"header_timeout"`
-		ClientTimeout     field   `yaml:"client_timeout"`
-		IdleTimeout       field   `yaml:"idle_timeout"`
-		ShutdownTimeout   field   `yaml:"shutdown_timeout"`
-		BufferRequestBody field   `yaml:"buffer_request_body"`
-		TrustedProxies    []field `yaml:"trusted_proxies"`
+// rawType returns the mirror of a Config type t: the same keys (t's yaml tags) in the same
+// order, every scalar a field, so that decoding cannot fail on a value and KnownFields(true)
+// still rejects unknown keys. A mapping that may be left out (a pointer to a struct) stays a
+// pointer, so that its absence shows.
+func rawType(t reflect.Type) reflect.Type {
+	if scalarConverter(t) != nil {
+		return reflect.TypeFor[field]()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		fields := make([]reflect.StructField, t.NumField())
+		for i := range fields {
+			f := t.Field(i)
+			fields[i] = reflect.StructField{Name: f.Name, Type: rawType(f.Type), Tag: f.Tag}
+		}
+		return reflect.StructOf(fields)
+	case reflect.Pointer:
+		return reflect.PointerTo(rawType(t.Elem()))
+	case reflect.Slice:
+		return reflect.SliceOf(rawType(t.Elem()))
+	case reflect.Map:
+		return reflect.MapOf(t.Key(), rawType(t.Elem()))
+	}
+	panic(fmt.Sprintf("configs: no YAML conversion for %s", t))
+}
 
-		UpgradeIdleTimeout field `yaml:"upgrade_idle_timeout"`
-		QueueTimeout       field `yaml:"queue_timeout"`
-		MaxQueue           field `yaml:"max_queue"`
-	}
-	rawService struct {
-		WarningThreshold field `yaml:"warning_threshold"`
-		WarningScope     field `yaml:"warning_scope"`
-	}
-	rawApp struct {
-		Name                   field   `yaml:"name"`
-		Hosts                  []field `yaml:"hosts"`
-		Service                field   `yaml:"service"`
-		Pool                   field   `yaml:"pool"`
-		Owner                  field   `yaml:"owner"`
-		AllowFallbackToDefault field   `yaml:"allow_fallback_to_default"`
-	}
-	rawBackend struct {
-		ID       field `yaml:"id"`
-		Address  field `yaml:"address"`
-		Capacity field `yaml:"capacity"`
-		Pool     field `yaml:"pool"`
-		Owner    field `yaml:"owner"`
-	}
-	rawTLS struct {
-		Listen       field            `yaml:"listen"`
-		Certificates []rawCertificate `yaml:"certificates"`
-		MinVersion   field            `yaml:"min_version"`
-	}
-	rawCertificate struct {
-		CertFile field `yaml:"cert_file"`
-		KeyFile  field `yaml:"key_file"`
-	}
-	rawFleet struct {
-		Instances field `yaml:"instances"`
-	}
-	rawAlarms struct {
-		Webhook     field `yaml:"webhook"`
-		DedupWindow field `yaml:"dedup_window"`
-	}
-)
-
-// converter turns fields into typed values, recording a problem for each one that does not
-// fit its type. A field that does not fit leaves the destination (its default) unchanged.
+// converter turns the raw mirror into typed values, recording a problem for each field that
+// does not fit its type. A field that does not fit leaves the destination (its default)
+// unchanged.
 type converter struct {
 	p *problemList
+	// written holds the path of every scalar key that the YAML sets, for the defaults that
+	// depend on another key's value.
+	written map[string]bool
 }
 
 // scalar returns the field's node when it is a scalar; otherwise it records that the key wants
@@ -150,60 +80,55 @@ func (cv converter) scalar(f field, path, want string) *yaml.Node {
 	return n
 }
 
-func (cv converter) str(f field, path string, dst *string) {
-	if n := cv.scalar(f, path, "a string"); n != nil {
-		*dst = n.Value
+// scalarFunc converts the scalar a field holds onto dst, a settable value of the Config
+// type that the scalar stands for.
+type scalarFunc func(cv converter, f field, path string, dst reflect.Value)
+
+// scalarConverter returns the converter for a Config type that a YAML scalar holds, or nil
+// when t is not one.
+func scalarConverter(t reflect.Type) scalarFunc {
+	switch t {
+	case reflect.TypeFor[string]():
+		return read("a string", func(n *yaml.Node, _ string) (string, error) { return n.Value, nil })
+	case reflect.TypeFor[int]():
+		// yaml.v3 would truncate 1.5 into an int; only an !!int scalar is an integer here.
+		return read("an integer", tagged[int]("!!int"))
+	case reflect.TypeFor[time.Duration]():
+		return read("a duration", parseDuration)
+	case reflect.TypeFor[*bool]():
+		return read("true or false", func(n *yaml.Node, want string) (*bool, error) {
+			v, err := tagged[bool]("!!bool")(n, want)
+			return &v, err
+		})
+	case reflect.TypeFor[netip.Prefix]():
+		// A trusted proxy's CIDR or single address; see ParseTrustedProxy.
+		return read("a CIDR such as 10.0.0.0/8", parsePrefix)
 	}
+	return nil
 }
 
-// prefix appends the trusted-proxy CIDR (or single address) that f holds; see
-// ParseTrustedProxy.
-func (cv converter) prefix(f field, path string, dst *[]netip.Prefix) {
-	if pfx, ok := convert(cv, f, path, "a CIDR such as 10.0.0.0/8", parsePrefix); ok {
-		*dst = append(*dst, pfx)
+// read returns the converter for a scalar type T: want names the kind of value the key takes,
+// parse reads one from a scalar node. A value that is not a scalar, or that parse rejects, is
+// recorded as unusable at the path and leaves dst unchanged.
+func read[T any](want string, parse func(n *yaml.Node, want string) (T, error)) scalarFunc {
+	return func(cv converter, f field, path string, dst reflect.Value) {
+		n := cv.scalar(f, path, want)
+		if n == nil {
+			return
+		}
+		v, err := parse(n, want)
+		if err != nil {
+			cv.p.unusable(path, err)
+			return
+		}
+		dst.Set(reflect.ValueOf(v))
 	}
-}
-
-func (cv converter) integer(f field, path string, dst *int) {
-	// yaml.v3 would truncate 1.5 into an int; only an !!int scalar is an integer here.
-	if v, ok := convert(cv, f, path, "an integer", tagged[int]("!!int", "an integer")); ok {
-		*dst = v
-	}
-}
-
-func (cv converter) duration(f field, path string, dst *time.Duration) {
-	if d, ok := convert(cv, f, path, "a duration", parseDuration); ok {
-		*dst = d
-	}
-}
-
-func (cv converter) boolean(f field, path string, dst **bool) {
-	if v, ok := convert(cv, f, path, "true or false", tagged[bool]("!!bool", "true or false")); ok {
-		*dst = &v
-	}
-}
-
-// convert returns what parse reads from f's scalar, and whether there is a value: none when
-// the key is left out, or its value is not a scalar (the key wants the kind of value named by
-// want), or parse rejects it; the last two are recorded as unusable at path.
-func convert[T any](cv converter, f field, path, want string, parse func(*yaml.Node) (T, error)) (T, bool) {
-	var v T
-	n := cv.scalar(f, path, want)
-	if n == nil {
-		return v, false
-	}
-	v, err := parse(n)
-	if err != nil {
-		cv.p.unusable(path, err)
-		return v, false
-	}
-	return v, true
 }
 
 // tagged parses a scalar that YAML itself types as tag (such as !!int), which a value of
 // the kind named by want must be.
-func tagged[T any](tag, want string) func(*yaml.Node) (T, error) {
-	return func(n *yaml.Node) (T, error) {
+func tagged[T any](tag string) func(n *yaml.Node, want string) (T, error) {
+	return func(n *yaml.Node, want string) (T, error) {
 		var v T
 		if n.ShortTag() != tag || n.Decode(&v) != nil {
 			return v, fmt.Errorf("must be %s, got %q (line %d)", want, n.Value, n.Line)
@@ -212,7 +137,7 @@ func tagged[T any](tag, want string) func(*yaml.Node) (T, error) {
 	}
 }
 
-func parseDuration(n *yaml.Node) (time.Duration, error) {
+func parseDuration(n *yaml.Node, _ string) (time.Duration, error) {
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a Go duration such as 500ms or 1m30s (line %d): %w", n.Value, n.Line, err)
@@ -220,7 +145,7 @@ func parseDuration(n *yaml.Node) (time.Duration, error) {
 	return d, nil
 }
 
-func parsePrefix(n *yaml.Node) (netip.Prefix, error) {
+func parsePrefix(n *yaml.Node, _ string) (netip.Prefix, error) {
 	pfx, err := ParseTrustedProxy(n.Value)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("%w (line %d)", err, n.Line)
@@ -228,127 +153,84 @@ func parsePrefix(n *yaml.Node) (netip.Prefix, error) {
 	return pfx, nil
 }
 
-// config converts the raw mirror onto Default(), then fills the defaults of list elements and
-// map values. Keys that were written keep their value even when it is a zero, so that Validate
-// rejects e.g. an explicit `capacity: 0` instead of it becoming 100.
-func (r *rawConfig) config(p *problemList) *Config {
-	cv := converter{p: p}
+// config converts the raw mirror (a value of rawConfigType) onto Default(); list elements,
+// map values and the etcd store start from their own defaults (setElementDefaults). Keys that
+// were written keep their value even when it is a zero, so that Validate rejects e.g. an
+// explicit `capacity: 0` instead of it becoming 100.
+func config(raw reflect.Value, p *problemList) *Config {
+	cv := converter{p: p, written: map[string]bool{}}
 	c := Default()
-	cv.str(r.Site, "site", &c.Site)
-	cv.str(r.Listen, "listen", &c.Listen)
+	cv.fill(reflect.ValueOf(c).Elem(), raw, "")
 
-	cv.str(r.Admin.Listen, "admin.listen", &c.Admin.Listen)
-	cv.str(r.Admin.TokenFile, "admin.token_file", &c.Admin.TokenFile)
-	cv.str(r.Admin.StateFile, "admin.state_file", &c.Admin.StateFile)
-	if re := r.Admin.Store.Etcd; re != nil {
-		const path = "admin.store.etcd"
-		e := &Etcd{Prefix: DefaultEtcdPrefix, DialTimeout: defaultEtcdDialTimeout}
-		for i, f := range re.Endpoints {
-			var ep string
-			cv.str(f, fmt.Sprintf("%s.endpoints[%d]", path, i), &ep)
-			e.Endpoints = append(e.Endpoints, ep)
+	// Host patterns match without regard to case; a left-out service or id takes its value
+	// from the only service or the address.
+	for i := range c.Apps {
+		a := &c.Apps[i]
+		for j, h := range a.Hosts {
+			a.Hosts[j] = strings.ToLower(h)
 		}
-		cv.str(re.Prefix, path+".prefix", &e.Prefix)
-		cv.duration(re.DialTimeout, path+".dial_timeout", &e.DialTimeout)
-		cv.str(re.Username, path+".username", &e.Username)
-		cv.str(re.PasswordFile, path+".password_file", &e.PasswordFile)
-		cv.str(re.CAFile, path+".ca_file", &e.CAFile)
-		cv.str(re.CertFile, path+".cert_file", &e.CertFile)
-		cv.str(re.KeyFile, path+".key_file", &e.KeyFile)
-		c.Admin.Store.Etcd = e
-	}
-
-	cv.duration(r.Poll.Interval, "poll.interval", &c.Poll.Interval)
-	cv.duration(r.Poll.Timeout, "poll.timeout", &c.Poll.Timeout)
-	cv.integer(r.Poll.Fall, "poll.fall", &c.Poll.Fall)
-	cv.integer(r.Poll.Rise, "poll.rise", &c.Poll.Rise)
-	cv.duration(r.Poll.MaxBackoff, "poll.max_backoff", &c.Poll.MaxBackoff)
-	cv.integer(r.Poll.MaxBody, "poll.max_body", &c.Poll.MaxBody)
-
-	cv.duration(r.Warning.Timeout, "warning.timeout", &c.Warning.Timeout)
-	cv.str(r.Warning.SecretFile, "warning.secret_file", &c.Warning.SecretFile)
-
-	cv.duration(r.Proxy.BackendTimeout, "proxy.backend_timeout", &c.Proxy.BackendTimeout)
-	cv.integer(r.Proxy.MaxRequestBody, "proxy.max_request_body", &c.Proxy.MaxRequestBody)
-	cv.integer(r.Proxy.Retries, "proxy.retries", &c.Proxy.Retries)
-	cv.integer(r.Proxy.EjectAfter, "proxy.eject_after", &c.Proxy.EjectAfter)
-	cv.str(r.Proxy.TieBreak, "proxy.tie_break", &c.Proxy.TieBreak)
-	cv.duration(r.Proxy.SlowStart, "proxy.slow_start", &c.Proxy.SlowStart)
-	cv.integer(r.Proxy.MaxConnections, "proxy.max_connections", &c.Proxy.MaxConnections)
-	cv.duration(r.Proxy.HeaderTimeout, "proxy.header_timeout", &c.Proxy.HeaderTimeout)
-	cv.duration(r.Proxy.ClientTimeout, "proxy.client_timeout", &c.Proxy.ClientTimeout)
-	cv.duration(r.Proxy.IdleTimeout, "proxy.idle_timeout", &c.Proxy.IdleTimeout)
-	cv.duration(r.Proxy.ShutdownTimeout, "proxy.shutdown_timeout", &c.Proxy.ShutdownTimeout)
-	cv.integer(r.Proxy.BufferRequestBody, "proxy.buffer_request_body", &c.Proxy.BufferRequestBody)
-	cv.duration(r.Proxy.UpgradeIdleTimeout, "proxy.upgrade_idle_timeout", &c.Proxy.UpgradeIdleTimeout)
-	cv.duration(r.Proxy.QueueTimeout, "proxy.queue_timeout", &c.Proxy.QueueTimeout)
-	cv.integer(r.Proxy.MaxQueue, "proxy.max_queue", &c.Proxy.MaxQueue)
-	for i, f := range r.Proxy.TrustedProxies {
-		cv.prefix(f, fmt.Sprintf("proxy.trusted_proxies[%d]", i), &c.Proxy.TrustedProxies)
-	}
-
-	cv.str(r.Alarms.Webhook, "alarms.webhook", &c.Alarms.Webhook)
-	cv.duration(r.Alarms.DedupWindow, "alarms.dedup_window", &c.Alarms.DedupWindow)
-	cv.integer(r.Fleet.Instances, "fleet.instances", &c.Fleet.Instances)
-
-	cv.str(r.TLS.Listen, "tls.listen", &c.TLS.Listen)
-	cv.str(r.TLS.MinVersion, "tls.min_version", &c.TLS.MinVersion)
-	for i, rc := range r.TLS.Certificates {
-		path := fmt.Sprintf("tls.certificates[%d]", i)
-		var cert Certificate
-		cv.str(rc.CertFile, path+".cert_file", &cert.CertFile)
-		cv.str(rc.KeyFile, path+".key_file", &cert.KeyFile)
-		c.TLS.Certificates = append(c.TLS.Certificates, cert)
-	}
-
-	if r.Services != nil {
-		c.Services = make(map[string]Service, len(r.Services))
-	}
-	for name, rs := range r.Services {
-		s := Service{WarningScope: defaultWarningScope}
-		path := servicePath(name)
-		cv.integer(rs.WarningThreshold, path+".warning_threshold", &s.WarningThreshold)
-		cv.str(rs.WarningScope, path+".warning_scope", &s.WarningScope)
-		c.Services[name] = s
-	}
-
-	for i, ra := range r.Apps {
-		path := fmt.Sprintf("apps[%d]", i)
-		var a App
-		cv.str(ra.Name, path+".name", &a.Name)
-		if ra.Hosts != nil {
-			a.Hosts = make([]string, len(ra.Hosts))
-		}
-		for j, h := range ra.Hosts {
-			cv.str(h, fmt.Sprintf("%s.hosts[%d]", path, j), &a.Hosts[j])
-			a.Hosts[j] = strings.ToLower(a.Hosts[j])
-		}
-		if !ra.Service.set() && len(c.Services) == 1 {
+		if !cv.written[fmt.Sprintf("apps[%d].service", i)] && len(c.Services) == 1 {
 			for name := range c.Services {
 				a.Service = name
 			}
 		}
-		cv.str(ra.Service, path+".service", &a.Service)
-		cv.str(ra.Pool, path+".pool", &a.Pool)
-		cv.str(ra.Owner, path+".owner", &a.Owner)
-		cv.boolean(ra.AllowFallbackToDefault, path+".allow_fallback_to_default", &a.AllowFallbackToDefault)
-		c.Apps = append(c.Apps, a)
 	}
-
-	for i, rb := range r.Backends {
-		path := fmt.Sprintf("backends[%d]", i)
-		b := Backend{Capacity: DefaultCapacity}
-		cv.str(rb.Address, path+".address", &b.Address)
-		if !rb.ID.set() {
+	for i := range c.Backends {
+		if b := &c.Backends[i]; !cv.written[fmt.Sprintf("backends[%d].id", i)] {
 			b.ID = b.Address
 		}
-		cv.str(rb.ID, path+".id", &b.ID)
-		cv.integer(rb.Capacity, path+".capacity", &b.Capacity)
-		cv.str(rb.Pool, path+".pool", &b.Pool)
-		cv.str(rb.Owner, path+".owner", &b.Owner)
-		c.Backends = append(c.Backends, b)
 	}
 	return c
+}
+
+// fill converts raw, the mirror of dst's type, onto dst at path. A key that is left out keeps
+// dst's value there (its default).
+func (cv converter) fill(dst, raw reflect.Value, path string) {
+	if conv := scalarConverter(dst.Type()); conv != nil {
+		f := raw.Interface().(field)
+		if f.set() {
+			cv.written[path] = true
+		}
+		conv(cv, f, path, dst)
+		return
+	}
+	switch dst.Kind() {
+	case reflect.Struct:
+		for i := range dst.NumField() {
+			key, _, _ := strings.Cut(dst.Type().Field(i).Tag.Get("yaml"), ",")
+			cv.fill(dst.Field(i), raw.Field(i), joinPath(path, key))
+		}
+	case reflect.Pointer:
+		if !raw.IsNil() {
+			v := elementDefault(dst.Type().Elem())
+			cv.fill(v, raw.Elem(), path)
+			dst.Set(v.Addr())
+		}
+	case reflect.Slice:
+		for i := range raw.Len() {
+			v := elementDefault(dst.Type().Elem())
+			cv.fill(v, raw.Index(i), fmt.Sprintf("%s[%d]", path, i))
+			dst.Set(reflect.Append(dst, v))
+		}
+	case reflect.Map:
+		if raw.IsNil() {
+			return
+		}
+		dst.Set(reflect.MakeMapWithSize(dst.Type(), raw.Len()))
+		for it := raw.MapRange(); it.Next(); {
+			v := elementDefault(dst.Type().Elem())
+			cv.fill(v, it.Value(), joinPath(path, it.Key().String()))
+			dst.SetMapIndex(it.Key(), v)
+		}
+	}
+}
+
+// elementDefault returns a new, settable value of type t holding the defaults of a list
+// element, map value or optional mapping of that type.
+func elementDefault(t reflect.Type) reflect.Value {
+	v := reflect.New(t).Elem()
+	setElementDefaults(v.Addr().Interface())
+	return v
 }
 
 // describeNode names a node's kind for messages: "a list", "a mapping", "a string".

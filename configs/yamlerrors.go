@@ -13,11 +13,11 @@ import (
 // The messages inside a *yaml.TypeError name a line and Go types; addTypeErrors rewrites the
 // ones it knows into `path: problem (line N)`.
 var (
-	unknownFieldRe = regexp.MustCompile(`^line (\d+): field (.+) not found in type \S+$`)
-	fieldSetRe     = regexp.MustCompile(`^line (\d+): field (.+) already set in type \S+$`)
-	duplicateKeyRe = regexp.MustCompile(`^line (\d+): mapping key "(.*)" already defined at line (\d+)$`)
-	cannotDecodeRe = regexp.MustCompile(`^line (\d+): cannot unmarshal (\S+)(?: .*)? into (\S+)$`)
-	topLevelRe     = regexp.MustCompile(`^line \d+: cannot unmarshal .* into configs\.rawConfig$`)
+	// The Go types they name are rawType's, spelt out as struct { ... }.
+	unknownFieldRe = regexp.MustCompile(`(?s)^line (\d+): field (.+) not found in type .+$`)
+	fieldSetRe     = regexp.MustCompile(`(?s)^line (\d+): field (.+) already set in type .+$`)
+	duplicateKeyRe = regexp.MustCompile(`(?s)^line (\d+): mapping key "(.*)" already defined at line (\d+)$`)
+	cannotDecodeRe = regexp.MustCompile(`(?s)^line (\d+): cannot unmarshal (\S+)(?: .*)? into (.+)$`)
 )
 
 // addTypeErrors records each message of err as a problem, with the path of the key it is
@@ -28,7 +28,8 @@ func addTypeErrors(p *problemList, data []byte, err *yaml.TypeError) (dropped bo
 	idx := indexDocument(data)
 	for _, msg := range err.Errors {
 		p.errs = append(p.errs, rewriteTypeError(idx, msg))
-		if duplicateKeyRe.MatchString(msg) || topLevelRe.MatchString(msg) {
+		topLevel := cannotDecodeRe.MatchString(msg) && strings.HasSuffix(msg, " into "+rawConfigType.String())
+		if duplicateKeyRe.MatchString(msg) || topLevel {
 			dropped = true
 		}
 	}
@@ -77,7 +78,7 @@ func describeGoType(t string) string {
 	switch {
 	case strings.HasPrefix(t, "[]"):
 		return "a list"
-	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "configs."):
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "struct "):
 		return "a mapping"
 	case t == "string":
 		return "a string"
