@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pollbal/internal/cmdline"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -29,24 +31,24 @@ func TestParseFlags(t *testing.T) {
 				delay: 250 * time.Millisecond, capacity: 8, noReport: true},
 		},
 		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp, stderr: "usage: example-backend"},
-		{name: "unknown flag", args: []string{"-bogus"}, wantErr: errUsage, stderr: "usage: example-backend"},
-		{name: "missing listen", args: nil, wantErr: errUsage, stderr: "example-backend: -listen is required"},
+		{name: "unknown flag", args: []string{"-bogus"}, wantErr: cmdline.ErrUsage, stderr: "usage: example-backend"},
+		{name: "missing listen", args: nil, wantErr: cmdline.ErrUsage, stderr: "example-backend: -listen is required"},
 		{
 			name: "stray argument", args: []string{"-listen", "127.0.0.1:0", "extra", "more"},
-			wantErr: errUsage, stderr: "example-backend: unexpected arguments: extra more",
+			wantErr: cmdline.ErrUsage, stderr: "example-backend: unexpected arguments: extra more",
 		},
 		{
 			name: "negative delay", args: []string{"-listen", "127.0.0.1:0", "-delay", "-1s"},
-			wantErr: errUsage, stderr: "example-backend: -delay must not be negative",
+			wantErr: cmdline.ErrUsage, stderr: "example-backend: -delay must not be negative",
 		},
 		{
 			name: "negative capacity", args: []string{"-listen", "127.0.0.1:0", "-capacity", "-1"},
-			wantErr: errUsage, stderr: "example-backend: -capacity must not be negative",
+			wantErr: cmdline.ErrUsage, stderr: "example-backend: -capacity must not be negative",
 		},
 		{
 			// The checks run in order: the first problem is the one reported.
 			name: "stray argument before missing listen", args: []string{"extra"},
-			wantErr: errUsage, stderr: "example-backend: unexpected arguments: extra",
+			wantErr: cmdline.ErrUsage, stderr: "example-backend: unexpected arguments: extra",
 		},
 	}
 	for _, tc := range tests {

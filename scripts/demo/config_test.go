@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/cmdline"
 )
 
 func TestRewriteConfig(t *testing.T) {
@@ -191,12 +192,12 @@ func TestParseOptions(t *testing.T) {
 		{name: "defaults", wantRounds: 1, wantTiming: "normal"},
 		{name: "flags", args: []string{"-rounds", "2", "-timings", "fast", "-port-offset", "1000"}, wantRounds: 2, wantTiming: "fast", wantOffset: 1000},
 		{name: "DEMO_ROUNDS overrides -rounds", args: []string{"-rounds", "2"}, env: map[string]string{"DEMO_ROUNDS": "3"}, wantRounds: 3, wantTiming: "normal"},
-		{name: "bad DEMO_ROUNDS", env: map[string]string{"DEMO_ROUNDS": "many"}, wantErr: errUsage},
-		{name: "zero rounds", args: []string{"-rounds", "0"}, wantErr: errUsage},
-		{name: "unknown timings", args: []string{"-timings", "slow"}, wantErr: errUsage},
-		{name: "offset with free ports", args: []string{"-ports-from-config=false", "-port-offset", "5"}, wantErr: errUsage},
-		{name: "unknown scope", args: []string{"-warning-scope", "pool"}, wantErr: errUsage},
-		{name: "stray argument", args: []string{"now"}, wantErr: errUsage},
+		{name: "bad DEMO_ROUNDS", env: map[string]string{"DEMO_ROUNDS": "many"}, wantErr: cmdline.ErrUsage},
+		{name: "zero rounds", args: []string{"-rounds", "0"}, wantErr: cmdline.ErrUsage},
+		{name: "unknown timings", args: []string{"-timings", "slow"}, wantErr: cmdline.ErrUsage},
+		{name: "offset with free ports", args: []string{"-ports-from-config=false", "-port-offset", "5"}, wantErr: cmdline.ErrUsage},
+		{name: "unknown scope", args: []string{"-warning-scope", "pool"}, wantErr: cmdline.ErrUsage},
+		{name: "stray argument", args: []string{"now"}, wantErr: cmdline.ErrUsage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,14 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 	"unsafe"
+
+	"pollbal/internal/cmdline"
 )
 
 func main() {
@@ -28,11 +28,8 @@ func main() {
 // failed or could not start, 2 on bad usage.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	o, err := parseOptions(args, getenv, stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case err != nil:
-		return 2
+	if err != nil {
+		return cmdline.ExitCode(err)
 	}
 	tty, width := terminal(stdout)
 	d := &demo{o: o, out: stdout, tty: tty && !o.Quiet, width: width}

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
+
+	"pollbal/internal/cmdline"
 )
 
 // timings are the update script's durations, in seconds, and the update command's duration.
@@ -53,15 +51,11 @@ type options struct {
 	Timeout         time.Duration
 }
 
-// errUsage marks a command line that cannot run; the message has been printed.
-var errUsage = errors.New("usage")
-
 // parseOptions parses args; getenv is consulted for DEMO_ROUNDS, which overrides -rounds so
 // that `DEMO_ROUNDS=3 make demo` works without editing the Makefile.
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdline.NewFlagSet("demo", stderr)
 	fs.StringVar(&o.Pollbal, "pollbal", "bin/pollbal", "pollbal binary")
 	fs.StringVar(&o.Backend, "backend", "bin/example-backend", "example backend binary (examples/backend)")
 	fs.StringVar(&o.UpdateScript, "update-script", "scripts/pollbal-update.sh", "the rolling-update script run on every backend")
@@ -74,18 +68,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		"config: keep the embedded config's warning_scope (service); service: force warning_scope service")
 	fs.IntVar(&o.Rate, "rate", 20, "client requests per second sent through pollbal")
 	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "stop and fail when the update has not finished by then")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, flag.ErrHelp
-		}
-		return o, errUsage
+	if err := cmdline.Parse(fs, args); err != nil {
+		return o, err
 	}
 	bad := func(format string, a ...any) (options, error) {
-		fmt.Fprintf(stderr, "demo: "+format+"\n", a...)
-		return o, errUsage
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return o, cmdline.Refuse(fs, format, a...)
 	}
 	if v := getenv("DEMO_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
