@@ -79,7 +79,7 @@ type Proxy struct {
 	MaxRequestBody int           `yaml:"max_request_body"`
 	Retries        int           `yaml:"retries"`
 	EjectAfter     int           `yaml:"eject_after"`
-	TieBreak       string        `yaml:"tie_break"`
+	TieBreak       string        `yaml:"tie_break"` // TieBreakRotate or TieBreakID
 	SlowStart      time.Duration `yaml:"slow_start"`
 
 	// Limits and timeouts of the client side.
@@ -102,23 +102,11 @@ type Proxy struct {
 	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
 }
 
-// Tie-break values for Proxy.TieBreak.
-const (
-	TieBreakRotate = "rotate"
-	TieBreakID     = "id"
-)
-
 // Service configures one service that backends may report in /pool.
 type Service struct {
 	WarningThreshold int    `yaml:"warning_threshold"`
-	WarningScope     string `yaml:"warning_scope"`
+	WarningScope     string `yaml:"warning_scope"` // ScopeVersion or ScopeService
 }
-
-// Warning scopes for Service.WarningScope.
-const (
-	ScopeVersion = "version"
-	ScopeService = "service"
-)
 
 // App maps client Host patterns to a service and a node pool.
 type App struct {
@@ -171,8 +159,19 @@ type Certificate struct {
 	KeyFile  string `yaml:"key_file"`
 }
 
-// TLS versions for TLS.MinVersion.
+// The words accepted by the keys that take one of a few; Validate rejects any other.
 const (
+	// Proxy.TieBreak: among candidates with equal spare capacity, rotate the starting point
+	// on every request, or let the lowest backend id win.
+	TieBreakRotate = "rotate"
+	TieBreakID     = "id"
+
+	// Service.WarningScope: each advertised version is its own group, or all versions of
+	// the service count together.
+	ScopeVersion = "version"
+	ScopeService = "service"
+
+	// TLS.MinVersion.
 	TLSVersion12 = "1.2"
 	TLSVersion13 = "1.3"
 )

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -76,9 +77,7 @@ func (c *Config) validateTop(p *problemList) {
 	atLeast(p, "proxy.retries", c.Proxy.Retries, 0)
 	atMost(p, "proxy.retries", c.Proxy.Retries, MaxRetries)
 	atLeast(p, "proxy.eject_after", c.Proxy.EjectAfter, 0)
-	if c.Proxy.TieBreak != TieBreakRotate && c.Proxy.TieBreak != TieBreakID {
-		p.add("proxy.tie_break", "must be %q or %q (got %q)", TieBreakRotate, TieBreakID, c.Proxy.TieBreak)
-	}
+	oneOf(p, "proxy.tie_break", c.Proxy.TieBreak, TieBreakRotate, TieBreakID)
 	if c.Proxy.SlowStart < 0 {
 		p.add("proxy.slow_start", "must be >= 0 (got %s)", c.Proxy.SlowStart)
 	}
@@ -112,9 +111,7 @@ var errNoListener = errors.New("no plain listener")
 // they are read (pollbal check, start and reload), not here.
 func (c *Config) validateTLS(p *problemList, listenErr, adminErr error) {
 	t := &c.TLS
-	if t.MinVersion != TLSVersion12 && t.MinVersion != TLSVersion13 {
-		p.add("tls.min_version", "must be %q or %q (got %q)", TLSVersion12, TLSVersion13, t.MinVersion)
-	}
+	oneOf(p, "tls.min_version", t.MinVersion, TLSVersion12, TLSVersion13)
 	if t.Listen == "" {
 		if len(t.Certificates) > 0 {
 			p.add("tls.listen", "required when tls.certificates are set (or remove them)")
@@ -209,6 +206,17 @@ func atMost(p *problemList, path string, v, limit int) {
 	}
 }
 
+// oneOf checks a key that takes one of the words in want.
+func oneOf(p *problemList, path, v string, want ...string) {
+	if !slices.Contains(want, v) {
+		quoted := make([]string, len(want))
+		for i, w := range want {
+			quoted[i] = strconv.Quote(w)
+		}
+		p.add(path, "must be %s (got %q)", strings.Join(quoted, " or "), v)
+	}
+}
+
 func (c *Config) validateServices(p *problemList) {
 	if len(c.Services) == 0 {
 		p.add("services", "at least one service required")
@@ -221,9 +229,7 @@ func (c *Config) validateServices(p *problemList) {
 			p.add(path, "service name must match %s", tokenGrammar)
 		}
 		atLeast(p, path+".warning_threshold", s.WarningThreshold, 0)
-		if s.WarningScope != ScopeVersion && s.WarningScope != ScopeService {
-			p.add(path+".warning_scope", "must be %q or %q (got %q)", ScopeVersion, ScopeService, s.WarningScope)
-		}
+		oneOf(p, path+".warning_scope", s.WarningScope, ScopeVersion, ScopeService)
 	}
 }
 
