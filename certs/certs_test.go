@@ -13,6 +13,7 @@ import (
 
 	"pollbal/certs/certstest"
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 func cfgOf(pairs ...certstest.Pair) []configs.Certificate {
@@ -125,22 +126,11 @@ func serveTLS(t *testing.T, s *Store) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.(*tls.Conn).Handshake()
-				buf := make([]byte, 1)
-				_, _ = c.Read(buf) // until the client closes
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return testproc.Serve(t, ln, func(c net.Conn) {
+		_ = c.(*tls.Conn).Handshake()
+		buf := make([]byte, 1)
+		_, _ = c.Read(buf) // until the client closes
+	})
 }
 
 func TestStoreServesBySNIAndSwaps(t *testing.T) {

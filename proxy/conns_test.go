@@ -176,46 +176,51 @@ func TestClientTimeoutSparesSlowBackend(t *testing.T) {
 	}
 }
 
-func TestShutdownClosesQuietConnectionsAtOnce(t *testing.T) {
-	arrived := make(chan struct{}, 1)
-	gate := make(chan struct{})
-	e, _ := limitsEnv(t, func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) == "/slow" {
-			arrived <- struct{}{}
-			<-gate
-		}
-		ctx.SetBodyString("done")
-	}, func(*configs.Proxy) {})
-	inFlight := dialRaw(t, e.ln, nil)
-	if _, err := inFlight.c.Write([]byte("GET /slow HTTP/1.1\r\nHost: shop.test\r\n\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	<-arrived
-	idle := dialRaw(t, e.ln, nil)
-	if r := idle.exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 {
-		t.Fatalf("idle connection's request: %v", r)
-	}
-	halfSent := dialRaw(t, e.ln, nil)
-	if _, err := halfSent.c.Write([]byte("GET / HTTP/1.1\r\nHost: shop")); err != nil {
-		t.Fatal(err)
-	}
-	testproc.WaitFor(t, 10*time.Second, "three connections open", func() bool { return e.p.open.Load() == 3 })
+// slowGate is a backend handler that holds each request for /slow until the gate opens and
+// answers every other request at once.
+type slowGate struct {
+	arrived chan struct{}
+	gate    chan struct{}
+}
 
+func newSlowGate() *slowGate {
+	return &slowGate{arrived: make(chan struct{}, 1), gate: make(chan struct{})}
+}
+
+func (g *slowGate) handle(ctx *fasthttp.RequestCtx) {
+	if string(ctx.Path()) == "/slow" {
+		g.arrived <- struct{}{}
+		<-g.gate
+	}
+	ctx.SetBodyString("done")
+}
+
+// sendSlow sends a request for /slow on rc and returns once the backend holds it.
+func (g *slowGate) sendSlow(t *testing.T, rc *rawClient) {
+	t.Helper()
+	if _, err := rc.c.Write([]byte("GET /slow HTTP/1.1\r\nHost: shop.test\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	<-g.arrived
+}
+
+// shutdownInFlight runs p.Shutdown while inFlight's request for /slow waits at g, and calls
+// quiet meanwhile to check the connections that must close at once. Shutdown must not return
+// while the request is in flight; once the gate opens, the request gets its 200 with
+// Connection: close and Shutdown returns nil.
+func shutdownInFlight(t *testing.T, p *Proxy, g *slowGate, inFlight *rawClient, quiet func()) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stopped := make(chan error, 1)
-	go func() { stopped <- e.p.Shutdown(ctx) }()
-	for name, rc := range map[string]*rawClient{"idle keep-alive": idle, "half-sent headers": halfSent} {
-		if elapsed, rest := waitClosed(t, rc.c, rc.br); rest != "" || elapsed > time.Second {
-			t.Errorf("%s connection: closed after %s with %q, want a silent close at once", name, elapsed, rest)
-		}
-	}
+	go func() { stopped <- p.Shutdown(ctx) }()
+	quiet()
 	select {
 	case err := <-stopped:
 		t.Fatalf("Shutdown returned %v with a request in flight", err)
 	default:
 	}
-	close(gate)
+	close(g.gate)
 	resp, err := http.ReadResponse(inFlight.br, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +231,30 @@ func TestShutdownClosesQuietConnectionsAtOnce(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Errorf("Shutdown = %v", err)
 	}
+}
+
+func TestShutdownClosesQuietConnectionsAtOnce(t *testing.T) {
+	g := newSlowGate()
+	e, _ := limitsEnv(t, g.handle, func(*configs.Proxy) {})
+	inFlight := dialRaw(t, e.ln, nil)
+	g.sendSlow(t, inFlight)
+	idle := dialRaw(t, e.ln, nil)
+	if r := idle.exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 {
+		t.Fatalf("idle connection's request: %v", r)
+	}
+	halfSent := dialRaw(t, e.ln, nil)
+	if _, err := halfSent.c.Write([]byte("GET / HTTP/1.1\r\nHost: shop")); err != nil {
+		t.Fatal(err)
+	}
+	testproc.WaitFor(t, 10*time.Second, "three connections open", func() bool { return e.p.open.Load() == 3 })
+
+	shutdownInFlight(t, e.p, g, inFlight, func() {
+		for name, rc := range map[string]*rawClient{"idle keep-alive": idle, "half-sent headers": halfSent} {
+			if elapsed, rest := waitClosed(t, rc.c, rc.br); rest != "" || elapsed > time.Second {
+				t.Errorf("%s connection: closed after %s with %q, want a silent close at once", name, elapsed, rest)
+			}
+		}
+	})
 }
 
 func TestMaxConnections(t *testing.T) {
@@ -303,23 +332,8 @@ func TestAcceptErrorsDoNotStopServing(t *testing.T) {
 func TestClientConnExposesSocket(t *testing.T) {
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, nil)
 	e := newEnv(t, cfg)
-	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newListener(tcp, e.p)
-	defer l.Close()
-	dialed, err := net.Dial("tcp4", tcp.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dialed.Close()
-	nc, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c := nc.(*clientConn)
+	c, _ := acceptClient(t, e.p)
+	defer c.Close()
 	if _, ok := c.NetConn().(*net.TCPConn); !ok {
 		t.Errorf("NetConn is %T, want *net.TCPConn", c.NetConn())
 	}

@@ -41,22 +41,8 @@ type fuzzEnv struct {
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	tb.Helper()
 	be := startBackend(tb, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") })
-	cln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	hits := new(atomic.Int64)
-	go func() {
-		for {
-			c, err := cln.Accept()
-			if err != nil {
-				return
-			}
-			hits.Add(1)
-			_ = c.Close()
-		}
-	}()
-	tb.Cleanup(func() { _ = cln.Close() })
+	canary := testproc.ServeLocal(tb, func(net.Conn) { hits.Add(1) })
 
 	cfg := testConfig([]configs.App{{Name: "all", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 64}})
 	cfg.Proxy.Retries = 0 // one answer per forwarded request: the backend's hits can be checked against them
@@ -87,7 +73,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 			tb.Errorf("serve: %v", err)
 		}
 	})
-	return &fuzzEnv{bal: bal, addr: ln.Addr().String(), backend: be, canary: cln.Addr().String(), canaryHit: hits}
+	return &fuzzEnv{bal: bal, addr: ln.Addr().String(), backend: be, canary: canary, canaryHit: hits}
 }
 
 // fuzzSeeds are requests an attacker or a broken client sends: smuggling attempts (CL+TE,

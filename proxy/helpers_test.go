@@ -102,33 +102,41 @@ func okBackend(t testing.TB) *backend {
 // usable response came.
 func rawBackendAddr(t testing.TB, reply string) (addr string, hits *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	hits = new(atomic.Int64)
+	return testproc.ServeLocal(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		hits.Add(1)
+		if reply != "" {
+			_, _ = c.Write([]byte(reply))
+		}
+	}), hits
+}
+
+// acceptClient dials a real TCP connection on 127.0.0.1 through p's listener and returns the
+// tracked connection p accepted and the client's end of it. The listener and the client's end
+// are closed when the test ends.
+func acceptClient(t *testing.T, p *Proxy) (*clientConn, net.Conn) {
+	t.Helper()
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hits = new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, req.Body)
-				hits.Add(1)
-				if reply != "" {
-					_, _ = c.Write([]byte(reply))
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close() })
-	return ln.Addr().String(), hits
+	l := newListener(tcp, p)
+	t.Cleanup(func() { _ = l.Close() })
+	dialed, err := net.Dial("tcp4", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dialed.Close() })
+	nc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc.(*clientConn), dialed
 }
 
 // env is a proxy serving on an in-memory listener in front of a balancer.

@@ -27,27 +27,13 @@ type taintingBackend struct {
 
 func startTaintingBackend(t *testing.T) *taintingBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &taintingBackend{addr: ln.Addr().String(), bodiless: make(chan net.Conn, 4)}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.dials.Add(1)
-			go b.serve(c)
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close() })
+	b := &taintingBackend{bodiless: make(chan net.Conn, 4)}
+	b.addr = testproc.ServeLocal(t, b.serve)
 	return b
 }
 
 func (b *taintingBackend) serve(c net.Conn) {
-	defer c.Close()
+	b.dials.Add(1)
 	br := bufio.NewReader(c)
 	for {
 		req, err := http.ReadRequest(br)

@@ -346,32 +346,18 @@ type stallBackend struct {
 
 func startStallBackend(t *testing.T, partial bool) *stallBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	sb := &stallBackend{addr: ln.Addr().String(), arrived: make(chan struct{}, 4), closed: make(chan time.Time, 4)}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				if partial {
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 70000))
-				}
-				sb.arrived <- struct{}{}
-				_, _ = io.Copy(io.Discard, c) // until pollbal closes the connection
-				sb.closed <- time.Now()
-			}()
+	sb := &stallBackend{arrived: make(chan struct{}, 4), closed: make(chan time.Time, 4)}
+	sb.addr = testproc.ServeLocal(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
 		}
-	}()
+		if partial {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 70000))
+		}
+		sb.arrived <- struct{}{}
+		_, _ = io.Copy(io.Discard, c) // until pollbal closes the connection
+		sb.closed <- time.Now()
+	})
 	return sb
 }
 
@@ -618,34 +604,20 @@ func TestConnectionReuse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp4", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = ln.Close() })
 			var conns atomic.Int64
-			go func() {
+			addr := testproc.ServeLocal(t, func(c net.Conn) {
+				conns.Add(1)
+				br := bufio.NewReader(c)
 				for {
-					c, err := ln.Accept()
-					if err != nil {
+					if _, err := http.ReadRequest(br); err != nil {
 						return
 					}
-					conns.Add(1)
-					go func() {
-						defer c.Close()
-						br := bufio.NewReader(c)
-						for {
-							if _, err := http.ReadRequest(br); err != nil {
-								return
-							}
-							if _, err := io.WriteString(c, tt.reply); err != nil {
-								return
-							}
-						}
-					}()
+					if _, err := io.WriteString(c, tt.reply); err != nil {
+						return
+					}
 				}
-			}()
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: ln.Addr().String()}})
+			})
+			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr}})
 			e := newEnv(t, cfg, "b1")
 			for i := range 3 {
 				if r := e.do("GET", "shop.test", "/", ""); r.code != 200 || r.body != "ok" {

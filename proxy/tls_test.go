@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -241,20 +240,10 @@ func TestTLSClientCheckIgnoresLiveClients(t *testing.T) {
 // Shutdown closes quiet TLS connections at once (an idle keep-alive, one still in its
 // handshake) and lets one with a request in flight finish with Connection: close.
 func TestTLSShutdown(t *testing.T) {
-	arrived := make(chan struct{}, 1)
-	gate := make(chan struct{})
-	e := newTLSEnv(t, func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) == "/slow" {
-			arrived <- struct{}{}
-			<-gate
-		}
-		ctx.SetBodyString("done")
-	}, func(*configs.Proxy) {})
+	g := newSlowGate()
+	e := newTLSEnv(t, g.handle, func(*configs.Proxy) {})
 	inFlight := e.dialTLS(t)
-	if _, err := inFlight.c.Write([]byte("GET /slow HTTP/1.1\r\nHost: shop.test\r\n\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	<-arrived
+	g.sendSlow(t, inFlight)
 	idle := e.dialTLS(t)
 	if r := idle.exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 {
 		t.Fatalf("idle connection's request: %v", r)
@@ -266,32 +255,14 @@ func TestTLSShutdown(t *testing.T) {
 	defer handshaking.Close()
 	testproc.WaitFor(t, 10*time.Second, "three connections open", func() bool { return e.p.open.Load() == 3 })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stopped := make(chan error, 1)
-	go func() { stopped <- e.p.Shutdown(ctx) }()
-	if elapsed, _ := waitClosed(t, idle.c, idle.br); elapsed > time.Second {
-		t.Errorf("idle TLS connection closed after %s, want at once", elapsed)
-	}
-	if elapsed, _ := waitClosed(t, handshaking, handshaking); elapsed > time.Second {
-		t.Errorf("connection in its handshake closed after %s, want at once", elapsed)
-	}
-	select {
-	case err := <-stopped:
-		t.Fatalf("Shutdown returned %v with a request in flight", err)
-	default:
-	}
-	close(gate)
-	resp, err := http.ReadResponse(inFlight.br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || !resp.Close {
-		t.Errorf("in-flight answer %d close=%v, want 200 with Connection: close", resp.StatusCode, resp.Close)
-	}
-	if err := <-stopped; err != nil {
-		t.Errorf("Shutdown = %v", err)
-	}
+	shutdownInFlight(t, e.p, g, inFlight, func() {
+		if elapsed, _ := waitClosed(t, idle.c, idle.br); elapsed > time.Second {
+			t.Errorf("idle TLS connection closed after %s, want at once", elapsed)
+		}
+		if elapsed, _ := waitClosed(t, handshaking, handshaking); elapsed > time.Second {
+			t.Errorf("connection in its handshake closed after %s, want at once", elapsed)
+		}
+	})
 }
 
 // A WebSocket upgrade works over TLS: the 101 and the echoed bytes go through the TLS

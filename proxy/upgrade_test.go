@@ -110,29 +110,14 @@ func TestPrepareRequestUpgrade(t *testing.T) {
 // 101 and then echoes every byte back until the connection closes.
 func wsBackendAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				if _, err := http.ReadRequest(br); err != nil {
-					return
-				}
-				_, _ = c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Echo: yes\r\n\r\nfirst"))
-				_, _ = io.Copy(c, br)
-			}()
+	return testproc.ServeLocal(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
 		}
-	}()
-	t.Cleanup(func() { _ = ln.Close() })
-	return ln.Addr().String()
+		_, _ = c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Echo: yes\r\n\r\nfirst"))
+		_, _ = io.Copy(c, br)
+	})
 }
 
 const wsHandshake = "GET /ws HTTP/1.1\r\nHost: shop.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
@@ -269,22 +254,7 @@ func TestUpgradeAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newListener(tcp, e.p)
-	defer l.Close()
-	dialed, err := net.Dial("tcp4", tcp.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dialed.Close()
-	nc, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := nc.(*clientConn)
+	cc, dialed := acceptClient(t, e.p)
 	s := &upgradeSession{p: e.p, bc: bc, lease: lease, head: []byte("HTTP/1.1 101 Switching Protocols\r\n\r\n"), cc: cc}
 	cc.upgrade.Store(s)
 	e.p.upgrades.add(s)
@@ -296,7 +266,7 @@ func TestUpgradeAbandoned(t *testing.T) {
 	if b.InFlight() != 0 || e.p.upgrades.len() != 0 {
 		t.Errorf("after the close: in flight %d, %d sessions; want 0 and 0", b.InFlight(), e.p.upgrades.len())
 	}
-	s.serve(nc) // a late hand-over
+	s.serve(cc) // a late hand-over
 	_ = dialed.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if got, err := io.ReadAll(dialed); err != nil || len(got) != 0 {
 		t.Errorf("the client read %q, %v; want the connection closed with nothing written", got, err)

@@ -131,23 +131,8 @@ proxy: {trusted_proxies: [10.1.2.3/16, proxy.local]}
 // request that must never be connected to.
 func canary(t *testing.T) (addr string, hits *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
 	hits = new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			hits.Add(1)
-			_ = c.Close()
-		}
-	}()
-	return ln.Addr().String(), hits
+	return testproc.ServeLocal(t, func(net.Conn) { hits.Add(1) }), hits
 }
 
 // TestEndToEndConnectRefused: CONNECT gets 405 method_not_allowed, the connection is closed,
