@@ -196,6 +196,20 @@ func (h *handler) count() (done func()) {
 	return func() { h.inFlight.Add(-1) }
 }
 
+// wait pauses for d, and reports false when done closes first. (The timer needs no Stop: an
+// unreferenced timer is collected whether or not it fired.)
+func wait(done <-chan struct{}, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	select {
+	case <-time.After(d):
+		return true
+	case <-done:
+		return false
+	}
+}
+
 // writeJSON answers v as JSON that no cache keeps.
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")

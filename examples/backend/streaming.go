@@ -122,21 +122,6 @@ func (h *handler) serveBlob(w http.ResponseWriter, r *http.Request) {
 	h.streams.blobs.Add(1)
 }
 
-// wait pauses for d, and reports false when done closes first.
-func wait(done <-chan struct{}, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
-}
-
 // serveUpload reads the request body to the end, counting and discarding it, and answers the
 // count as JSON {"bytes": n}.
 func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request) {
