@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/internal/latch"
 	"pollbal/report"
 )
 
@@ -78,7 +79,7 @@ type Poller struct {
 	wg       sync.WaitGroup // checks in flight
 	// Until the first round is done: targets whose first check has not completed.
 	pending    int
-	firstRound chan struct{} // closed when the first round is done
+	firstRound *latch.Latch // set when the first round is done
 }
 
 // New validates o and builds a Poller; nothing runs until Run.
@@ -113,7 +114,7 @@ func New(o Options) (*Poller, error) {
 		buffers:    &buffers{},
 		targets:    map[string]*target{},
 		reload:     make(chan struct{}),
-		firstRound: make(chan struct{}),
+		firstRound: latch.New(),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -206,7 +207,7 @@ func (p *Poller) rounds(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-p.firstRound:
+	case <-p.firstRound.Done():
 	}
 	p.sink.RoundDone(p.now())
 	interval, reload := p.current()
@@ -268,7 +269,7 @@ func (p *Poller) apply(settings configs.Poll, targets []Target) {
 			}
 		} else {
 			t = newTarget(tg, settings, p.metrics.forTarget(tg.ID), p.buffers)
-			if !p.firstRoundDone() {
+			if !p.firstRound.IsSet() {
 				p.pending++
 				t.pending = true
 			}
@@ -294,20 +295,11 @@ func (p *Poller) apply(settings configs.Poll, targets []Target) {
 	p.maybeFirstRoundLocked()
 }
 
-func (p *Poller) firstRoundDone() bool {
-	select {
-	case <-p.firstRound:
-		return true
-	default:
-		return false
-	}
-}
-
-// maybeFirstRoundLocked closes firstRound once every target has been checked; p.mu is held.
+// maybeFirstRoundLocked sets firstRound once every target has been checked; p.mu is held.
 // Before Run, nothing has been checked, so an empty poller waits for Run to be round-ready.
 func (p *Poller) maybeFirstRoundLocked() {
-	if p.ran && p.pending == 0 && !p.firstRoundDone() {
-		close(p.firstRound)
+	if p.ran && p.pending == 0 {
+		p.firstRound.Set()
 	}
 }
 

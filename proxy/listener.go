@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"pollbal/internal/latch"
 )
 
 // Accept back-off after a failed Accept (out of descriptors, of buffers…): doubled from
@@ -39,7 +41,7 @@ type listener struct {
 	p   *Proxy
 	tls *tls.Config // nil: plain HTTP
 
-	done      chan struct{} // closed by Close
+	closed    *latch.Latch // set by Close
 	closeOnce sync.Once
 	kick      chan struct{} // asks the scanner for a scan now (Shutdown)
 	scans     atomic.Uint64 // scans done (tests wait on it)
@@ -53,7 +55,7 @@ type listener struct {
 }
 
 func newListener(ln net.Listener, p *Proxy) *listener {
-	return &listener{Listener: ln, p: p, done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	return &listener{Listener: ln, p: p, closed: latch.New(), kick: make(chan struct{}, 1)}
 }
 
 // Accept returns the next client connection. It returns an error only once the listener is
@@ -63,7 +65,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			if l.isClosed() || errors.Is(err, net.ErrClosed) {
+			if l.closed.IsSet() || errors.Is(err, net.ErrClosed) {
 				return nil, err
 			}
 			l.p.connMetrics.acceptErrors.Inc()
@@ -111,7 +113,7 @@ func (l *listener) wait(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-l.done:
+	case <-l.closed.Done():
 		return false
 	}
 }
@@ -120,20 +122,11 @@ func (l *listener) wait(d time.Duration) bool {
 func (l *listener) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
-		close(l.done)
+		l.closed.Set()
 		err = l.Listener.Close()
 		l.wake()
 	})
 	return err
-}
-
-func (l *listener) isClosed() bool {
-	select {
-	case <-l.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // wake asks the scanner for a scan now.
@@ -154,7 +147,7 @@ func (l *listener) track(nc net.Conn) *clientConn {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.isClosed() {
+	if l.closed.IsSet() {
 		return nil
 	}
 	c.rec = record{since: l.p.clock.now()}

@@ -122,7 +122,7 @@ func (l *listener) scan(cut []cutConn) ([]cutConn, bool) {
 			cut = append(cut, cutConn{c, v})
 		}
 	}
-	more := len(l.conns) > 0 || !l.isClosed()
+	more := len(l.conns) > 0 || !l.closed.IsSet()
 	l.mu.Unlock()
 	for i, k := range cut {
 		l.cut(k.c, k.v)

@@ -195,7 +195,7 @@ func (d *demo) awaitScripts(ctx context.Context, mon *monitor, scripts []running
 	allDone := make(chan struct{})
 	go func() {
 		for _, s := range scripts {
-			<-s.child.done
+			<-s.child.exit.Done()
 		}
 		close(allDone)
 	}()
@@ -216,7 +216,7 @@ func (d *demo) awaitScripts(ctx context.Context, mon *monitor, scripts []running
 		return "interrupted"
 	case <-timeout.C:
 		return fmt.Sprintf("timed out after %s with update scripts still running", d.o.Timeout)
-	case <-pollbal.done:
+	case <-pollbal.exit.Done():
 		return fmt.Sprintf("pollbal exited with status %d:\n%s", pollbal.exitCode(), pollbal.log.tail())
 	}
 }
@@ -233,7 +233,7 @@ type scriptEnd struct {
 func stopScripts(scripts []runningScript) []scriptEnd {
 	ends := make([]scriptEnd, 0, len(scripts))
 	for _, s := range scripts {
-		e := scriptEnd{id: s.id, running: !s.child.exited(), last: scriptStep(s.child.log.last())}
+		e := scriptEnd{id: s.id, running: !s.child.exit.IsSet(), last: scriptStep(s.child.log.last())}
 		s.child.stop(stopGrace)
 		e.code = s.child.exitCode()
 		ends = append(ends, e)

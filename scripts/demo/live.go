@@ -69,7 +69,7 @@ func (d *demo) frame(start time.Time, ld *load, mon *monitor, scripts []runningS
 	}
 	for _, s := range scripts {
 		step := scriptStep(s.child.log.last())
-		if s.child.exited() {
+		if s.child.exit.IsSet() {
 			step = fmt.Sprintf("exited %d: %s", s.child.exitCode(), step)
 		}
 		steps[s.id] = step

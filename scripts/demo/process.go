@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"pollbal/internal/latch"
 )
 
 // child is one process the demo started, in its own process group so that stopping it also
@@ -20,8 +22,8 @@ type child struct {
 	name string
 	cmd  *exec.Cmd
 	log  *tailWriter
-	done chan struct{} // closed when the process has exited
-	err  error         // the exit error; read only after done is closed
+	exit *latch.Latch // set when the process has exited
+	err  error        // the exit error; read only after exit is set
 
 	stopOnce sync.Once
 }
@@ -41,27 +43,17 @@ func startChild(name, path string, args []string, log *tailWriter) (*child, erro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, log: log, exit: latch.New()}
 	go func() {
 		c.err = cmd.Wait()
-		close(c.done)
+		c.exit.Set()
 	}()
 	return c, nil
 }
 
-// exited reports whether the process has exited.
-func (c *child) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // exitCode returns the exit code once the process has exited; -1 when a signal ended it.
 func (c *child) exitCode() int {
-	<-c.done
+	<-c.exit.Done()
 	var ee *exec.ExitError
 	switch {
 	case c.err == nil:
@@ -78,14 +70,14 @@ func (c *child) exitCode() int {
 func (c *child) stop(grace time.Duration) {
 	c.stopOnce.Do(func() {
 		pgid := c.cmd.Process.Pid
-		if !c.exited() {
+		if !c.exit.IsSet() {
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			t := time.NewTimer(grace)
 			select {
-			case <-c.done:
+			case <-c.exit.Done():
 			case <-t.C:
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-				<-c.done
+				<-c.exit.Done()
 			}
 			t.Stop()
 		}

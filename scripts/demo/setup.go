@@ -161,7 +161,7 @@ func (d *demo) startBackends(ctx context.Context, bin string) error {
 	for _, b := range d.plan.Backends {
 		c := children[b.ID]
 		err := waitUntil(ctx, startTimeout, 50*time.Millisecond, "backend "+b.ID+" answering", func() (bool, error) {
-			if c.exited() {
+			if c.exit.IsSet() {
 				return false, fmt.Errorf("backend %s exited:\n%s", b.ID, c.log.tail())
 			}
 			var s api.Stats
@@ -182,7 +182,7 @@ func (d *demo) startPollbal(ctx context.Context, bin, cfg string) (*child, error
 		return nil, err
 	}
 	exited := func() error {
-		if c.exited() {
+		if c.exit.IsSet() {
 			return fmt.Errorf("pollbal exited with status %d:\n%s", c.exitCode(), c.log.tail())
 		}
 		return nil
