@@ -91,7 +91,13 @@ func (l Lease) Failed() {
 // caller queues behind them rather than taking a slot ahead; one that cannot queue goes on and
 // raises the alarm.
 func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
-	first := tried == nil || tried.n == 0
+	return s.acquire(app, tried, false)
+}
+
+// acquire is Acquire; for a waiter (the queue's dispatch serving it) it neither defers to the
+// queue nor raises an alarm, since the request raised it when it queued.
+func (s *Snapshot) acquire(app *App, tried *Tried, waiter bool) (Lease, error) {
+	first := !waiter && (tried == nil || tried.n == 0)
 	if q := s.queue; q != nil && first && q.waiting.Load() != 0 && (hasReady(app.primary) || hasReady(app.fallback)) {
 		return Lease{}, ErrNoCandidate
 	}

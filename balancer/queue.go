@@ -210,8 +210,8 @@ func (q *waitQueues) dispatchLocked() {
 			if app == nil {
 				break // the app left with a reload: its waiters time out
 			}
-			l, ok := snap.acquireQueued(app)
-			if !ok {
+			l, err := snap.acquire(app, nil, true)
+			if err != nil {
 				break
 			}
 			q.remove(k, 0)
@@ -219,24 +219,6 @@ func (q *waitQueues) dispatchLocked() {
 			w.ch <- l
 		}
 	}
-}
-
-// acquireQueued is Acquire for a waiter: no alarm (the request raised it when it queued).
-func (s *Snapshot) acquireQueued(app *App) (Lease, bool) {
-	var now time.Time
-	if s.slowStart > 0 {
-		now = s.bal.now()
-	}
-	if b := s.take(app.primary, nil, now); b != nil {
-		return Lease{Backend: b, Pool: app.Pool, snap: s}, true
-	}
-	if app.fallback != nil {
-		if b := s.take(app.fallback, nil, now); b != nil {
-			s.bal.fellBack(app)
-			return Lease{Backend: b, Pool: app.fallback.pool, Fallback: true, snap: s}, true
-		}
-	}
-	return Lease{}, false
 }
 
 // hasReady reports whether l's current candidate set has a ready member, whatever its slots.
