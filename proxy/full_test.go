@@ -151,21 +151,8 @@ func TestBackendFullNothingLeft(t *testing.T) {
 	cfg.Alarms.Webhook = hook.URL
 	e := newEnv(t, cfg, "a", "b")
 
-	// The answer of a pool with no candidate at all, for comparison: every slot of both
-	// backends held (capacity 10 each, testConfig's default).
-	var leases []balancer.Lease
-	app := e.bal.Snapshot().Route([]byte("shop.test"))
-	for range 20 {
-		l, err := e.bal.Snapshot().Acquire(app, nil)
-		if err != nil {
-			t.Fatalf("acquire: %v", err)
-		}
-		leases = append(leases, l)
-	}
-	exhausted := e.do("GET", "shop.test", "/", "")
-	for _, l := range leases {
-		l.Release()
-	}
+	// The answer of a pool with no candidate at all, for comparison.
+	exhausted := exhaustedAnswer(t, e)
 	if exhausted.code != 503 || exhausted.headers["x-pollbal-reason"] != "pool_exhausted" {
 		t.Fatalf("exhausted pool answered %v, want 503 pool_exhausted", exhausted)
 	}
@@ -180,31 +167,21 @@ func TestBackendFullNothingLeft(t *testing.T) {
 	// candidate at their first try.
 	for i := range 3 {
 		r := e.do("GET", "shop.test", "/", "")
-		if r.code != exhausted.code || r.body != exhausted.body || !sameHeaders(r.headers, exhausted.headers, "date") {
+		if !sameAnswer(r, exhausted) {
 			t.Fatalf("request %d refused by both backends: got %v, want the exhausted pool's answer %v", i, r, exhausted)
 		}
 		if i > 0 {
 			continue
 		}
-		if got := backendCounter(t, e.balReg, "pollbal_backend_full_total", "a") + backendCounter(t, e.balReg, "pollbal_backend_full_total", "b"); got != 2 {
+		if got := refusals(t, e); got != 2 {
 			t.Fatalf("first request: %v refusals, want 2 (one by each backend)", got)
 		}
-		if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 1 {
-			t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after a request refused by every candidate, want 1", got)
-		}
-		if n := countEvents(e.bal, "pool_exhausted"); n != 1 {
-			t.Errorf("%d pool_exhausted events after a request refused by every candidate, want 1", n)
-		}
+		wantExhausted(t, e, 1, 1, "a request refused by every candidate")
 		if got := receive(t, posts); !strings.Contains(got, `"alarm":"pool_exhausted"`) || !strings.Contains(got, `"app":"shop"`) {
 			t.Errorf("webhook got %s, want a pool_exhausted alarm for app shop", got)
 		}
 	}
-	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 3 {
-		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after 3 exhausted answers, want 3", got)
-	}
-	if n := countEvents(e.bal, "pool_exhausted"); n != 1 {
-		t.Errorf("%d pool_exhausted events, want 1 (deduplicated)", n)
-	}
+	wantExhausted(t, e, 3, 1, "3 exhausted answers (the event deduplicated)")
 	e.waitIdle()
 
 	// One refusal, then served: not exhausted.
@@ -213,12 +190,7 @@ func TestBackendFullNothingLeft(t *testing.T) {
 	if r := e.do("GET", "shop.test", "/", ""); r.code != 200 || r.headers["x-pollbal-backend"] != "b" {
 		t.Fatalf("got %v, want 200 from b", r)
 	}
-	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 0 {
-		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after a request served by the second candidate, want 0", got)
-	}
-	if n := countEvents(e.bal, "pool_exhausted"); n != 0 {
-		t.Errorf("%d pool_exhausted events after a request served by the second candidate, want 0", n)
-	}
+	wantExhausted(t, e, 0, 0, "a request served by the second candidate")
 	e.waitIdle()
 }
 
@@ -232,6 +204,51 @@ func receive(t *testing.T, posts <-chan string) string {
 		t.Fatal("no alarm posted to the webhook within 10 s")
 		return ""
 	}
+}
+
+// exhaustedAnswer is the answer e's proxy gives to a request for shop.test while every slot of
+// its two backends is held (capacity 10 each, testConfig's default): the answer of a pool with
+// no candidate at all.
+func exhaustedAnswer(t *testing.T, e *env) result {
+	t.Helper()
+	app := e.bal.Snapshot().Route([]byte("shop.test"))
+	var leases []balancer.Lease
+	for range 20 {
+		l, err := e.bal.Snapshot().Acquire(app, nil)
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		leases = append(leases, l)
+	}
+	defer func() {
+		for _, l := range leases {
+			l.Release()
+		}
+	}()
+	return e.do("GET", "shop.test", "/", "")
+}
+
+// refusals is how many requests backends a and b refused as full, together.
+func refusals(t *testing.T, e *env) float64 {
+	t.Helper()
+	return backendCounter(t, e.balReg, "pollbal_backend_full_total", "a") + backendCounter(t, e.balReg, "pollbal_backend_full_total", "b")
+}
+
+// wantExhausted checks, after what happened, pollbal_pool_exhausted_total{app=shop} and the
+// number of pool_exhausted events.
+func wantExhausted(t *testing.T, e *env, count float64, events int, after string) {
+	t.Helper()
+	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != count {
+		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after %s, want %v", got, after, count)
+	}
+	if n := countEvents(e.bal, "pool_exhausted"); n != events {
+		t.Errorf("%d pool_exhausted events after %s, want %d", n, after, events)
+	}
+}
+
+// sameAnswer reports whether a and b are the same answer: status, body and headers but Date.
+func sameAnswer(a, b result) bool {
+	return a.code == b.code && a.body == b.body && sameHeaders(a.headers, b.headers, "date")
 }
 
 // sameHeaders reports whether a and b are equal but for the headers named in skip.
@@ -274,19 +291,7 @@ func TestBackendFullNothingLeftQueues(t *testing.T) {
 
 	// An exhausted pool: every slot held; the request queues and times out.
 	e := newEnv(t, cfg, "a", "b")
-	app := e.bal.Snapshot().Route([]byte("shop.test"))
-	var leases []balancer.Lease
-	for range 20 {
-		l, err := e.bal.Snapshot().Acquire(app, nil)
-		if err != nil {
-			t.Fatalf("acquire: %v", err)
-		}
-		leases = append(leases, l)
-	}
-	exhausted := e.do("GET", "shop.test", "/", "")
-	for _, l := range leases {
-		l.Release()
-	}
+	exhausted := exhaustedAnswer(t, e)
 	if exhausted.code != 503 || exhausted.headers["x-pollbal-reason"] != "queue_timeout" {
 		t.Fatalf("exhausted pool with a queue answered %v, want 503 queue_timeout", exhausted)
 	}
@@ -297,17 +302,12 @@ func TestBackendFullNothingLeftQueues(t *testing.T) {
 	// Refused by both backends: the same.
 	e = newEnv(t, cfg, "a", "b")
 	r := e.do("GET", "shop.test", "/", "")
-	if r.code != exhausted.code || r.body != exhausted.body || !sameHeaders(r.headers, exhausted.headers, "date") {
+	if !sameAnswer(r, exhausted) {
 		t.Fatalf("refused by both backends: got %v, want the exhausted pool's answer %v", r, exhausted)
 	}
-	if got := backendCounter(t, e.balReg, "pollbal_backend_full_total", "a") + backendCounter(t, e.balReg, "pollbal_backend_full_total", "b"); got != 2 {
+	if got := refusals(t, e); got != 2 {
 		t.Errorf("%v refusals, want 2 (one by each backend, then the queue)", got)
 	}
-	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 1 {
-		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v, want 1", got)
-	}
-	if n := countEvents(e.bal, "pool_exhausted"); n != 1 {
-		t.Errorf("%d pool_exhausted events, want 1", n)
-	}
+	wantExhausted(t, e, 1, 1, "a request refused by both backends, then timed out in the queue")
 	e.waitIdle()
 }

@@ -51,6 +51,42 @@ backends:
 	return pb, bes
 }
 
+// doAsync sends one request in the background; its answer arrives on the returned channel.
+func doAsync(t *testing.T, c *http.Client, url, host string) <-chan answer {
+	t.Helper()
+	done := make(chan answer, 1)
+	go func() {
+		a, err := do(t, c, url, host)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- a
+	}()
+	return done
+}
+
+// holdSlot sends a request for /hold, which be keeps until released, and returns once be holds
+// it: be's only slot is taken. The held request's answer arrives on the returned channel.
+func holdSlot(t *testing.T, c *http.Client, url string, be *backend) <-chan answer {
+	t.Helper()
+	held := doAsync(t, c, url+"hold", "www.test")
+	testproc.WaitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
+	return held
+}
+
+// releaseHeld lets be answer the request it holds and checks that it was answered 200.
+func releaseHeld(t *testing.T, be *backend, held <-chan answer) {
+	t.Helper()
+	resp, err := http.Post("http://"+be.addr+"/_backend/release", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := <-held; h.code != http.StatusOK {
+		t.Errorf("held request: %d", h.code)
+	}
+}
+
 // TestEndToEndQueueBurst: 4× the pool's capacity in concurrent clients for 3 seconds with
 // queue_timeout 2s: every request is served, and no backend's peak exceeds its capacity.
 func TestEndToEndQueueBurst(t *testing.T) {
@@ -130,24 +166,9 @@ func TestEndToEndQueueTimeoutAndFull(t *testing.T) {
 	be := bes[0]
 	c := loadClient(4)
 	url := "http://" + pb.listen + "/"
-	held := make(chan answer, 1)
-	go func() {
-		a, err := do(t, c, url+"hold", "www.test")
-		if err != nil {
-			t.Error(err)
-		}
-		held <- a
-	}()
-	testproc.WaitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
-	queued := make(chan answer, 1)
+	held := holdSlot(t, c, url, be)
 	began := time.Now()
-	go func() {
-		a, err := do(t, c, url, "www.test")
-		if err != nil {
-			t.Error(err)
-		}
-		queued <- a
-	}()
+	queued := doAsync(t, c, url, "www.test")
 	testproc.WaitFor(t, 5*time.Second, "one request queued", func() bool {
 		return strings.Contains(pb.metrics(t), `pollbal_queue_length{pool="default",service="web"} 1`)
 	})
@@ -165,14 +186,7 @@ func TestEndToEndQueueTimeoutAndFull(t *testing.T) {
 	if d := time.Since(began); d < 700*time.Millisecond {
 		t.Errorf("queue_timeout answered after %v, before 700ms", d)
 	}
-	resp, err := http.Post("http://"+be.addr+"/_backend/release", "text/plain", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if h := <-held; h.code != http.StatusOK {
-		t.Errorf("held request: %d", h.code)
-	}
+	releaseHeld(t, be, held)
 }
 
 // TestEndToEndQueueClientLeaves: a queued request whose client closes its connection leaves
@@ -182,15 +196,7 @@ func TestEndToEndQueueClientLeaves(t *testing.T) {
 	be := bes[0]
 	c := loadClient(2)
 	url := "http://" + pb.listen + "/"
-	held := make(chan answer, 1)
-	go func() {
-		a, err := do(t, c, url+"hold", "www.test")
-		if err != nil {
-			t.Error(err)
-		}
-		held <- a
-	}()
-	testproc.WaitFor(t, 5*time.Second, "the slot held", func() bool { return be.stats(t).InFlight == 1 })
+	held := holdSlot(t, c, url, be)
 	conn, err := net.Dial("tcp", pb.listen)
 	if err != nil {
 		t.Fatal(err)
@@ -207,14 +213,7 @@ func TestEndToEndQueueClientLeaves(t *testing.T) {
 	if left > 2*time.Second {
 		t.Errorf("the waiter left %v after its client, want well under queue_timeout", left)
 	}
-	resp, err := http.Post("http://"+be.addr+"/_backend/release", "text/plain", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if h := <-held; h.code != http.StatusOK {
-		t.Errorf("held request: %d", h.code)
-	}
+	releaseHeld(t, be, held)
 	testproc.WaitFor(t, 5*time.Second, "the slot free", func() bool { return be.stats(t).InFlight == 0 })
 	if r := be.stats(t).Requests; r != 1 {
 		t.Errorf("backend served %d requests, want 1 (the gone waiter must not be forwarded)", r)
