@@ -48,7 +48,8 @@ const headersEndMark = "\r\n\r\n"
 // called by any goroutine and is idempotent. It must not be copied.
 type clientConn struct {
 	net.Conn
-	l *listener
+	l      *listener
+	client clientIP // set before the connection is served; read-only
 
 	phase atomic.Uint64 // phase | changes<<phaseBits
 	io    atomic.Uint64 // ioReading|ioWriting | operations<<ioBits

@@ -234,10 +234,7 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	}
 	if o == outcomeOK {
 		lease.Succeeded()
-		h := &ctx.Response.Header
-		stripResponseHops(h)
-		h.Set(headerBackend, lease.Backend.ID)
-		h.Set(headerPool, lease.Pool)
+		relayResponse(&ctx.Response.Header, lease.Backend.ID, lease.Pool)
 		return o, lease.Backend, lease.Pool
 	}
 	if unreachable(o) {
@@ -247,4 +244,13 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	// pollbal_requests_total are where operators see it.
 	p.log.Debug("forward failed", "app", app.Name, "backend", lease.Backend.ID, "error", err)
 	return o, lease.Backend, lease.Pool
+}
+
+// relayResponse makes a backend's response header pollbal's answer: hop-by-hop headers go, and
+// the backend and pool that answered are named.
+func relayResponse(h *fasthttp.ResponseHeader, backend, pool string) {
+	stripResponseHops(h)
+	// Set, without its copy and check of our own names, which are valid and canonical.
+	h.SetCanonical(viewBytes(headerBackend), viewBytes(backend))
+	h.SetCanonical(viewBytes(headerPool), viewBytes(pool))
 }

@@ -46,6 +46,39 @@ func TestHopHeader(t *testing.T) {
 	}
 }
 
+func TestClassifyHeader(t *testing.T) {
+	tests := []struct {
+		name string
+		key  string
+		want headerClass
+	}{
+		{name: "x-forwarded-for", key: "X-Forwarded-For", want: headerClass{fwd: fwdFor}},
+		{name: "x-forwarded-host lower", key: "x-forwarded-host", want: headerClass{fwd: fwdHost}},
+		{name: "x-forwarded-proto", key: "X-FORWARDED-PROTO", want: headerClass{fwd: fwdProto}},
+		{name: "x-real-ip", key: "X-Real-Ip", want: headerClass{fwd: fwdRealIP}},
+		{name: "forwarded", key: "forwarded", want: headerClass{fwd: fwdForwarded}},
+		{name: "same length as forwarded", key: "X-Real-IQ", want: headerClass{}},
+		{name: "hop", key: "Transfer-Encoding", want: headerClass{hop: hopBoth}},
+		{name: "same length as transfer-encoding and x-forwarded-proto", key: "X-Forwarded-Protx", want: headerClass{}},
+		{name: "longer than every classed name", key: "X-Some-Very-Long-Header-Name", want: headerClass{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classifyHeader([]byte(tt.key)); got != tt.want {
+				t.Errorf("classifyHeader(%q) = %+v, want %+v", tt.key, got, tt.want)
+			}
+		})
+	}
+	// Every name of the table is found under its own class, whatever the case.
+	for _, h := range classedHeaders {
+		for _, key := range []string{h.name, strings.ToLower(h.name), strings.ToUpper(h.name)} {
+			if got := classifyHeader([]byte(key)); got != h.class {
+				t.Errorf("classifyHeader(%q) = %+v, want %+v", key, got, h.class)
+			}
+		}
+	}
+}
+
 func TestNextToken(t *testing.T) {
 	tests := []struct {
 		name  string

@@ -1,6 +1,10 @@
 package proxy
 
-import "github.com/valyala/fasthttp"
+import (
+	"slices"
+
+	"github.com/valyala/fasthttp"
+)
 
 // hopKind tells which side of the proxy a header name must not cross.
 type hopKind uint8
@@ -13,51 +17,75 @@ const (
 	hopUpgrade            // Upgrade: hop-by-hop in both directions; on a request, maybe an upgrade (upgrade.go)
 )
 
-// hopHeader classifies a header name, ignoring ASCII case. Proxy-Connection is not standard but
-// is what old clients send instead of Connection; every common proxy drops it.
-func hopHeader(key []byte) hopKind {
-	switch len(key) {
-	case 2:
-		if equalFold(key, "TE") {
-			return hopBoth
+// headerClass is what the forward path does with a header name: its hop-by-hop kind, and its
+// client-identity kind (forwarded.go). A name has at most one of them.
+type headerClass struct {
+	hop hopKind
+	fwd forwardedKind
+}
+
+// classedHeaders are the header names with a class; every other name is end-to-end and left
+// alone. Proxy-Connection is not standard but is what old clients send instead of Connection;
+// every common proxy drops it. It is a read-only table.
+var classedHeaders = [...]struct {
+	name  string
+	class headerClass
+}{
+	{"Connection", headerClass{hop: hopConnection}},
+	{"Keep-Alive", headerClass{hop: hopBoth}},
+	{"Proxy-Connection", headerClass{hop: hopBoth}},
+	{"TE", headerClass{hop: hopBoth}},
+	{"Trailer", headerClass{hop: hopBoth}},
+	{"Transfer-Encoding", headerClass{hop: hopBoth}},
+	{"Proxy-Authenticate", headerClass{hop: hopBoth}},
+	{"Proxy-Authorization", headerClass{hop: hopBoth}},
+	{"Upgrade", headerClass{hop: hopUpgrade}},
+	{"Expect", headerClass{hop: hopRequest}},
+	{headerForwardedFor, headerClass{fwd: fwdFor}},
+	{headerForwardedHost, headerClass{fwd: fwdHost}},
+	{headerForwardedProto, headerClass{fwd: fwdProto}},
+	{headerRealIP, headerClass{fwd: fwdRealIP}},
+	{headerForwarded, headerClass{fwd: fwdForwarded}},
+}
+
+// classedByLength indexes classedHeaders by name length, so that a name is compared with the
+// (at most two) classed names of its length only: entry n holds their positions plus one, 0
+// when unused. It is a read-only table, built once.
+var classedByLength = indexClassedHeaders()
+
+// maxClassedSameLength is how many classed names may share a length.
+const maxClassedSameLength = 2
+
+func indexClassedHeaders() (idx [20][maxClassedSameLength]uint8) {
+	for i, h := range classedHeaders {
+		slots := &idx[len(h.name)] // out of range: a longer name needs a larger array
+		free := slices.Index(slots[:], 0)
+		if free < 0 {
+			panic("proxy: more classed header names of one length than maxClassedSameLength")
 		}
-	case 6:
-		if equalFold(key, "Expect") {
-			return hopRequest
+		slots[free] = uint8(i + 1)
+	}
+	return idx
+}
+
+// classifyHeader is the class of a header name, ignoring ASCII case.
+func classifyHeader(key []byte) headerClass {
+	if len(key) >= len(classedByLength) {
+		return headerClass{}
+	}
+	for _, i := range classedByLength[len(key)] {
+		if i == 0 {
+			break
 		}
-	case 7:
-		if equalFold(key, "Trailer") {
-			return hopBoth
-		}
-		if equalFold(key, "Upgrade") {
-			return hopUpgrade
-		}
-	case 10:
-		if equalFold(key, "Connection") {
-			return hopConnection
-		}
-		if equalFold(key, "Keep-Alive") {
-			return hopBoth
-		}
-	case 16:
-		if equalFold(key, "Proxy-Connection") {
-			return hopBoth
-		}
-	case 17:
-		if equalFold(key, "Transfer-Encoding") {
-			return hopBoth
-		}
-	case 18:
-		if equalFold(key, "Proxy-Authenticate") {
-			return hopBoth
-		}
-	case 19:
-		if equalFold(key, "Proxy-Authorization") {
-			return hopBoth
+		if h := &classedHeaders[i-1]; equalFold(key, h.name) {
+			return h.class
 		}
 	}
-	return hopNone
+	return headerClass{}
 }
+
+// hopHeader is the hop-by-hop kind of a header name.
+func hopHeader(key []byte) hopKind { return classifyHeader(key).hop }
 
 // isHop reports whether a header of this kind is dropped in this direction.
 func isHop(kind hopKind, request bool) bool {
@@ -120,11 +148,10 @@ func (s *hopSet) key(i int) []byte {
 	return s.names[start:s.ends[i]]
 }
 
-// see records key if it is hop-by-hop in this direction, and collects the values of
-// Connection headers. Callers run it over every header of a block, then, when namesOthers says
-// so, run seeNamed over the block once more.
-func (s *hopSet) see(key, value []byte, request bool) {
-	kind := hopHeader(key)
+// see records key, a header of hop-by-hop kind kind (hopHeader), if it is hop-by-hop in this
+// direction, and collects the values of Connection headers. Callers run it over every header of
+// a block, then, when namesOthers says so, run seeNamed over the block once more.
+func (s *hopSet) see(key, value []byte, kind hopKind, request bool) {
 	if !isHop(kind, request) {
 		return
 	}
@@ -178,7 +205,7 @@ func (s *hopSet) seeNamed(key []byte, request bool) bool {
 func stripResponseHops(h *fasthttp.ResponseHeader) {
 	var s hopSet
 	for k, v := range h.All() {
-		s.see(k, v, false)
+		s.see(k, v, hopHeader(k), false)
 	}
 	if s.namesOthers(false) {
 		for k := range h.All() {

@@ -140,7 +140,7 @@ func (l *listener) wake() {
 // track wraps an accepted connection and adds it to the scanned set. It returns nil when the
 // listener was closed meanwhile: the scanner may have ended.
 func (l *listener) track(nc net.Conn) *clientConn {
-	c := &clientConn{Conn: nc, l: l}
+	c := &clientConn{Conn: nc, l: l, client: newClientIP(nc.RemoteAddr())}
 	if l.tls != nil {
 		// Before the scanner can see c: it reads secure to answer a header timeout.
 		c.secure = tls.Server(c, l.tls)
