@@ -34,22 +34,7 @@ func TestTakeAfterLimitLoweredSincePick(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20041", Capacity: 8}}), nil)
 			markReady(bal, []string{"a"})
-			var held []Lease
-			for range 3 {
-				s := bal.Snapshot()
-				l, err := s.Acquire(s.AppByName("www"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				held = append(held, l)
-			}
-			s := bal.Snapshot()
-			app := s.AppByName("www")
-			set := app.primary.cur.Load()
-			m, limit := s.pick(app.primary, set, &set.groups[0], nil, time.Time{})
-			if m == nil || limit != 8 {
-				t.Fatalf("pick: %v under limit %d, want backend a under 8", m, limit)
-			}
+			held, s, m, limit := holdThenPick(t, bal, 3, "a")
 			tc.lower(bal, held)
 			if got := m.b.limit.Load(); got != tc.want {
 				t.Fatalf("limit %d after the lowering, want %d", got, tc.want)
@@ -69,6 +54,30 @@ func TestTakeAfterLimitLoweredSincePick(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdThenPick takes n leases of app www on a balancer whose backends have capacity 8, then
+// picks in the snapshot current then, as a request does before it takes its slot. It returns
+// the leases, that snapshot, the member picked and the limit the pick read; the test fails
+// unless the pick found backend id under the limit 8.
+func holdThenPick(t *testing.T, bal *Balancer, n int, id string) (held []Lease, s *Snapshot, m *member, limit int64) {
+	t.Helper()
+	for range n {
+		s := bal.Snapshot()
+		l, err := s.Acquire(s.AppByName("www"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	s = bal.Snapshot()
+	app := s.AppByName("www")
+	set := app.primary.cur.Load()
+	m, limit = s.pick(app.primary, set, &set.groups[0], nil, time.Time{})
+	if m == nil || m.b.ID != id || limit != 8 {
+		t.Fatalf("pick: %v under limit %d, want backend %s under 8", m, limit, id)
+	}
+	return held, s, m, limit
 }
 
 // TestLimitLoweredUnderConcurrentLeases runs leases from several goroutines while the capacity
@@ -172,22 +181,7 @@ func TestRefusedTakeInsideQueueDispatch(t *testing.T) {
 	cfg, ids := queueCfg(time.Minute, 10, 8)
 	bal := newTestBalancer(t, cfg, nil)
 	markReady(bal, ids)
-	var held []Lease
-	for range 3 {
-		s := bal.Snapshot()
-		l, err := s.Acquire(s.AppByName("www"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-	}
-	s := bal.Snapshot()
-	app := s.AppByName("www")
-	set := app.primary.cur.Load()
-	m, limit := s.pick(app.primary, set, &set.groups[0], nil, time.Time{})
-	if m == nil || limit != 8 {
-		t.Fatalf("pick: %v under limit %d, want q0 under 8", m, limit)
-	}
+	held, s, m, limit := holdThenPick(t, bal, 3, "q0")
 	held[0].Full() // lowers the limit to what is held: 2
 	q := m.slot.queues
 	q.waiting.Add(1) // a waiter is queued, as when dispatch runs

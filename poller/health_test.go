@@ -146,10 +146,7 @@ func TestRecordDelays(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: newFakeSink()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := newPoller(t, Options{Settings: s, Sink: newFakeSink()})
 			tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers)
 			for i, good := range tc.checks {
 				o := outcome{reports: []report.Report{}, result: resultOK}

@@ -211,6 +211,22 @@ func scriptedSettings() configs.Poll {
 	return s
 }
 
+// newPoller builds a poller from o, with site "s" and version "v" unless o names them.
+func newPoller(t *testing.T, o Options) *Poller {
+	t.Helper()
+	if o.Site == "" {
+		o.Site = "s"
+	}
+	if o.Version == "" {
+		o.Version = "v"
+	}
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // start runs p until the test ends; the cleanup stops it, waits for Run and checks that no
 // goroutine of the poller is left.
 func start(t *testing.T, p *Poller) (stop func()) {

@@ -86,11 +86,8 @@ func TestLoadReport(t *testing.T) {
 	var logs testproc.Buffer
 	sink := newFakeSink()
 	reg := prometheus.NewRegistry()
-	p, err := New(Options{Site: "s", Version: "v", Settings: scriptedSettings(), Sink: sink, Logger: newTestLogger(&logs),
+	p := newPoller(t, Options{Settings: scriptedSettings(), Sink: sink, Logger: newTestLogger(&logs),
 		Registerer: reg, Targets: []Target{{ID: "b", Address: b.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, p)
 	results := sink.collect(t, "b", 8)
 	stop()

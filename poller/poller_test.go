@@ -59,10 +59,7 @@ func TestNewRejects(t *testing.T) {
 }
 
 func TestRunTwice(t *testing.T) {
-	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: newFakeSink()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: fastSettings(), Sink: newFakeSink()})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := p.Run(ctx); err != nil {
@@ -162,11 +159,8 @@ func TestCheckFailures(t *testing.T) {
 			}
 			sink := newFakeSink()
 			reg := prometheus.NewRegistry()
-			p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Registerer: reg,
+			p := newPoller(t, Options{Settings: s, Sink: sink, Registerer: reg,
 				Targets: []Target{{ID: "b", Address: addr}}})
-			if err != nil {
-				t.Fatal(err)
-			}
 			stop := start(t, p)
 			r := sink.waitResult(t, "first", func(Result) bool { return true })
 			stop()
@@ -196,10 +190,7 @@ func TestSpreadStart(t *testing.T) {
 		backends = append(backends, b)
 		targets = append(targets, Target{ID: string(rune('a' + i)), Address: b.addr})
 	}
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: newFakeSink(), Targets: targets})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: s, Sink: newFakeSink(), Targets: targets})
 	began := time.Now()
 	start(t, p)
 	for i, b := range backends {
@@ -240,11 +231,7 @@ func TestRiseFall(t *testing.T) {
 			s := scriptedSettings()
 			s.Rise, s.Fall = tc.rise, tc.fall
 			sink := newFakeSink()
-			p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
-				Targets: []Target{{ID: "b", Address: b.addr}}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := newPoller(t, Options{Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
 			start(t, p)
 			for i, r := range sink.collect(t, "b", len(tc.steps)) {
 				if r.Ready != tc.wantReady[i] || r.Reason != tc.wantReason[i] || (r.Reports != nil) != r.Ready {
@@ -296,11 +283,7 @@ func TestBackoff(t *testing.T) {
 	s.Interval, s.Timeout, s.MaxBackoff = 100*time.Millisecond, 90*time.Millisecond, 1600*time.Millisecond
 	fail := step{status: 503}
 	b := newBackend(t, fail, fail, fail, fail, fail, fail, step{body: "web"})
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: newFakeSink(),
-		Targets: []Target{{ID: "b", Address: b.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: s, Sink: newFakeSink(), Targets: []Target{{ID: "b", Address: b.addr}}})
 	began := time.Now()
 	start(t, p)
 	var at []time.Time
@@ -348,11 +331,8 @@ func TestReasonLoggedOnChange(t *testing.T) {
 	b := newBackend(t, good, invalid, invalid, invalid, unavailable, unavailable, good, good)
 	var logs testproc.Buffer
 	sink := newFakeSink()
-	p, err := New(Options{Site: "s", Version: "v", Settings: scriptedSettings(), Sink: sink, Logger: newTestLogger(&logs),
+	p := newPoller(t, Options{Settings: scriptedSettings(), Sink: sink, Logger: newTestLogger(&logs),
 		Targets: []Target{{ID: "b", Address: b.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, p)
 	results := sink.collect(t, "b", 8)
 	stop()
@@ -398,11 +378,8 @@ func TestRoundDone(t *testing.T) {
 	fast1, fast2 := newBackend(t, step{body: "web"}), newBackend(t, step{body: "web"})
 	slow := newBackend(t, step{body: "web", hold: true}, step{body: "web"})
 	sink := newFakeSink()
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Targets: []Target{
+	p := newPoller(t, Options{Settings: s, Sink: sink, Targets: []Target{
 		{ID: "fast1", Address: fast1.addr}, {ID: "slow", Address: slow.addr}, {ID: "fast2", Address: fast2.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	start(t, p)
 	slow.nextHit(t) // the slow target's first check is now held
 	sink.collect(t, "fast2", 1)
@@ -437,10 +414,7 @@ func TestRoundDone(t *testing.T) {
 
 func TestRoundDoneWithoutTargets(t *testing.T) {
 	sink := newFakeSink()
-	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: sink})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: fastSettings(), Sink: sink})
 	start(t, p)
 	select {
 	case <-sink.rounds:
@@ -458,11 +432,8 @@ func TestUpdate(t *testing.T) {
 	added := newBackend(t, step{body: "api"})
 	sink := newFakeSink()
 	reg := prometheus.NewRegistry()
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Registerer: reg, Targets: []Target{
+	p := newPoller(t, Options{Settings: s, Sink: sink, Registerer: reg, Targets: []Target{
 		{ID: "kept", Address: kept.addr}, {ID: "removed", Address: removed.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	start(t, p)
 	before := sink.waitResult(t, "kept failing but ready", func(r Result) bool {
 		return r.ID == "kept" && r.Ready && r.Reason == "status 503"
@@ -522,11 +493,7 @@ func TestUpdateSettings(t *testing.T) {
 	s := fastSettings()
 	b := newBackend(t, step{body: "web serving v1"})
 	sink := newFakeSink()
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
-		Targets: []Target{{ID: "b", Address: b.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
 	start(t, p)
 	sink.waitResult(t, "ready", func(r Result) bool { return r.Ready })
 	s.MaxBody = 8
@@ -548,11 +515,7 @@ func TestUpdateInterval(t *testing.T) {
 	s.Interval, s.MaxBackoff = 5*time.Second, 5*time.Second
 	b := newBackend(t, step{body: "web"})
 	sink := newFakeSink()
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
-		Targets: []Target{{ID: "b", Address: b.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
 	start(t, p)
 	first := b.nextHit(t).at
 	sink.collect(t, "b", 1)
@@ -569,11 +532,7 @@ func TestUpdateAddress(t *testing.T) {
 	s.Rise = 5
 	before, after := newBackend(t, step{body: "web"}), newBackend(t, step{status: 503})
 	sink := newFakeSink()
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink,
-		Targets: []Target{{ID: "b", Address: before.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: before.addr}}})
 	start(t, p)
 	sink.waitResult(t, "ready", func(r Result) bool { return r.Ready })
 	p.Update(s, []Target{{ID: "b", Address: after.addr}})
@@ -592,11 +551,8 @@ func TestUpdateAddress(t *testing.T) {
 func TestUpdateBeforeRun(t *testing.T) {
 	b := newBackend(t, step{body: "web"})
 	sink := newFakeSink()
-	p, err := New(Options{Site: "s", Version: "v", Settings: fastSettings(), Sink: sink,
+	p := newPoller(t, Options{Settings: fastSettings(), Sink: sink,
 		Targets: []Target{{ID: "old", Address: "127.0.0.1:1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p.Update(fastSettings(), []Target{{ID: "new", Address: b.addr}})
 	start(t, p)
 	if r := sink.waitResult(t, "first", func(Result) bool { return true }); r.ID != "new" || !r.Ready {
@@ -662,10 +618,7 @@ func TestUpdateConcurrent(t *testing.T) {
 		all = append(all, Target{ID: string(rune('a' + i)), Address: newBackend(t, step{body: "web"}).addr})
 	}
 	sink := newFakeSink()
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Targets: all})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: s, Sink: sink, Targets: all})
 	start(t, p)
 	done := make(chan struct{})
 	go func() {
@@ -736,10 +689,7 @@ func TestConfirm(t *testing.T) {
 	b := newBackend(t, append(steps, step{body: "web", load: "5/8"}, step{body: "web", load: "5/8"},
 		step{body: "web", load: "5/8", hold: true})...)
 	sink := &confirmSink{fakeSink: newFakeSink(), after: 100 * time.Millisecond}
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
 	start(t, p)
 	var at []time.Time
 	for range maxConfirms + 5 {

@@ -15,10 +15,7 @@ import (
 func TestFallNotDelayedByBackoff(t *testing.T) {
 	s := configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Rise: 1, Fall: 5,
 		MaxBackoff: 5 * time.Second, MaxBody: 4096}
-	p, err := New(Options{Site: "s", Version: "v", Settings: s, Sink: newFakeSink()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, Options{Settings: s, Sink: newFakeSink()})
 	tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers)
 	p.record(tg, s, outcome{reports: []report.Report{}, result: resultOK})
 	var elapsed time.Duration
