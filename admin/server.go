@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"pollbal/balancer"
+	"pollbal/internal/defaults"
 	"pollbal/warning"
 )
 
@@ -75,9 +76,7 @@ func New(o Options) (*Server, error) {
 	if o.Gatherer == nil {
 		return nil, errors.New("admin: nil gatherer")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = defaults.Logger(o.Logger)
 	if o.Refresh <= 0 {
 		o.Refresh = defaultRefresh
 	}

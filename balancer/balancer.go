@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/internal/defaults"
 	"pollbal/report"
 )
 
@@ -74,15 +75,11 @@ func New(o Options) (*Balancer, error) {
 	if o.Config == nil {
 		return nil, errors.New("balancer: nil config")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = defaults.Logger(o.Logger)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Registerer == nil {
-		o.Registerer = prometheus.NewRegistry()
-	}
+	o.Registerer = defaults.Registerer(o.Registerer)
 	b := &Balancer{
 		log:       o.Logger,
 		now:       o.Now,

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/internal/defaults"
 	"pollbal/internal/latch"
 	"pollbal/report"
 )
@@ -108,16 +109,13 @@ func New(o Options) (*Poller, error) {
 		site:       o.Site,
 		userAgent:  "pollbal/" + o.Version,
 		sink:       o.Sink,
-		log:        o.Logger,
+		log:        defaults.Logger(o.Logger),
 		now:        o.Now,
 		metrics:    m,
 		buffers:    &buffers{},
 		targets:    map[string]*target{},
 		reload:     make(chan struct{}),
 		firstRound: latch.New(),
-	}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.now == nil {
 		p.now = time.Now

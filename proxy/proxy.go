@@ -16,6 +16,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/defaults"
 )
 
 // Options configure a Proxy.
@@ -61,12 +62,8 @@ func New(o Options) (*Proxy, error) {
 	if o.Balancer == nil {
 		return nil, errors.New("proxy: nil balancer")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Registerer == nil {
-		o.Registerer = prometheus.NewRegistry()
-	}
+	o.Logger = defaults.Logger(o.Logger)
+	o.Registerer = defaults.Registerer(o.Registerer)
 	bal := o.Balancer
 	p := &Proxy{
 		bal:   bal,

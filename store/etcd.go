@@ -14,6 +14,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"pollbal/internal/defaults"
 )
 
 // Kinds of store, as /api/state names them.
@@ -92,9 +94,7 @@ func NewEtcd(o EtcdOptions) (*Etcd, error) {
 	if o.Apply == nil || o.Up == nil {
 		return nil, errors.New("store: Apply and Up are required")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = defaults.Logger(o.Logger)
 	initial := maps.Clone(o.Initial)
 	if initial == nil {
 		initial = map[string]string{}

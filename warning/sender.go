@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"pollbal/internal/defaults"
 )
 
 // maxResponseDrain bounds how much of a /pool_warning answer is read (to reuse the connection).
@@ -70,9 +72,7 @@ func NewSender(o SenderOptions) (*Sender, error) {
 	if o.Timeout <= 0 {
 		return nil, fmt.Errorf("new warning sender: timeout %v must be > 0", o.Timeout)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = defaults.Logger(o.Logger)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
