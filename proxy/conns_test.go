@@ -47,6 +47,20 @@ func waitClosed(t *testing.T, c net.Conn, r io.Reader) (time.Duration, string) {
 	return time.Since(start), string(b)
 }
 
+// wantSilentClose reads c (through r) until the proxy closes it, and checks that nothing came
+// before the close and that the close came between limit and limit + 1 s after start.
+func wantSilentClose(t *testing.T, what string, c net.Conn, r io.Reader, start time.Time, limit time.Duration) {
+	t.Helper()
+	_, rest := waitClosed(t, c, r)
+	elapsed := time.Since(start)
+	if rest != "" {
+		t.Errorf("%s got %q, want a silent close", what, rest)
+	}
+	if elapsed < limit || elapsed > limit+time.Second {
+		t.Errorf("%s closed after %s, want between %s and %s", what, elapsed, limit, limit+time.Second)
+	}
+}
+
 func TestHeaderTimeout(t *testing.T) {
 	const limit = 200 * time.Millisecond
 	tests := []struct {
@@ -122,14 +136,7 @@ func TestIdleTimeout(t *testing.T) {
 	if r := rc.exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 || r.headers["connection"] == "close" {
 		t.Fatalf("first request: %v", r)
 	}
-	_, rest := waitClosed(t, rc.c, rc.br)
-	elapsed := time.Since(start)
-	if rest != "" {
-		t.Errorf("idle connection got %q, want a silent close", rest)
-	}
-	if elapsed < limit || elapsed > limit+time.Second {
-		t.Errorf("idle connection closed after %s, want between %s and %s", elapsed, limit, limit+time.Second)
-	}
+	wantSilentClose(t, "idle connection", rc.c, rc.br, start, limit)
 	if n := testutil.ToFloat64(e.p.connMetrics.idleTimeouts); n != 1 {
 		t.Errorf("idle timeouts counted %v, want 1", n)
 	}
@@ -148,14 +155,7 @@ func TestClientTimeoutCutsStalledBody(t *testing.T) {
 	if _, err := rc.c.Write([]byte("POST / HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 100\r\n\r\n0123456789")); err != nil {
 		t.Fatal(err)
 	}
-	_, rest := waitClosed(t, rc.c, rc.br)
-	elapsed := time.Since(start)
-	if rest != "" {
-		t.Errorf("stalled client got %q, want a close", rest)
-	}
-	if elapsed < limit || elapsed > limit+time.Second {
-		t.Errorf("stalled client cut after %s, want between %s and %s", elapsed, limit, limit+time.Second)
-	}
+	wantSilentClose(t, "stalled client", rc.c, rc.br, start, limit)
 	if n := testutil.ToFloat64(e.p.connMetrics.clientTimeouts); n != 1 {
 		t.Errorf("client timeouts counted %v, want 1", n)
 	}

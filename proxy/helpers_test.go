@@ -139,6 +139,20 @@ func acceptClient(t *testing.T, p *Proxy) (*clientConn, net.Conn) {
 	return nc.(*clientConn), dialed
 }
 
+// serveTCP serves e's proxy on a real TCP listener on 127.0.0.1 as well, until the test ends,
+// and returns its address: for the checks that need the client's socket itself.
+func (e *env) serveTCP(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- e.p.Serve(ln) }()
+	t.Cleanup(func() { _ = ln.Close(); <-served })
+	return ln.Addr().String()
+}
+
 // env is a proxy serving on an in-memory listener in front of a balancer.
 type env struct {
 	t      testing.TB

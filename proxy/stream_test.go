@@ -380,15 +380,9 @@ func TestClientGoneEndsForward(t *testing.T) {
 			sb := startStallBackend(t, partial)
 			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: sb.addr}})
 			e := newEnv(t, cfg, "b1")
-			ln, err := net.Listen("tcp4", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			served := make(chan error, 1)
-			go func() { served <- e.p.Serve(ln) }()
-			t.Cleanup(func() { _ = ln.Close(); <-served })
+			addr := e.serveTCP(t)
 
-			c, err := net.Dial("tcp4", ln.Addr().String())
+			c, err := net.Dial("tcp4", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -438,14 +432,8 @@ func TestClientCheckIgnoresLiveClients(t *testing.T) {
 	})
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
 	e := newEnv(t, cfg, "b1")
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- e.p.Serve(ln) }()
-	t.Cleanup(func() { _ = ln.Close(); <-served })
-	c := &fasthttp.HostClient{Addr: ln.Addr().String()}
+	addr := e.serveTCP(t)
+	c := &fasthttp.HostClient{Addr: addr}
 	status, body, err := c.Get(nil, "http://shop.test/")
 	if err != nil || status != 200 || string(body) != "late but fine" {
 		t.Fatalf("got %d %q, %v", status, body, err)
@@ -549,15 +537,9 @@ func TestStalledUploadStallsNothing(t *testing.T) {
 	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
 	cfg.Proxy.MaxRequestBody = 100 << 20
 	e := newEnv(t, cfg, "sink", "slow")
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- e.p.Serve(ln) }()
-	t.Cleanup(func() { _ = ln.Close(); <-served })
+	addr := e.serveTCP(t)
 
-	up, err := net.Dial("tcp4", ln.Addr().String())
+	up, err := net.Dial("tcp4", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +551,7 @@ func TestStalledUploadStallsNothing(t *testing.T) {
 	testproc.WaitFor(t, 10*time.Second, "the upload to be forwarded", func() bool { return sinkB.InFlight() == 1 })
 
 	start := time.Now()
-	c := &fasthttp.HostClient{Addr: ln.Addr().String(), ReadTimeout: 5 * time.Second}
+	c := &fasthttp.HostClient{Addr: addr, ReadTimeout: 5 * time.Second}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)

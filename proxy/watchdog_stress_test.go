@@ -80,13 +80,7 @@ func TestWatchdogStress(t *testing.T) {
 	cfg.Proxy.QueueTimeout = time.Second
 	cfg.Proxy.MaxQueue = 100
 	e := newEnv(t, cfg, "b1", "b2")
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- e.p.Serve(ln) }()
-	t.Cleanup(func() { _ = ln.Close(); <-served })
+	addr := e.serveTCP(t)
 
 	paths := []string{"/fast", "/slow", "/stall", "/trickle", "/big"}
 	const (
@@ -121,7 +115,7 @@ func TestWatchdogStress(t *testing.T) {
 			}()
 			for i := range requests {
 				if c == nil {
-					if c, err = net.Dial("tcp4", ln.Addr().String()); err != nil {
+					if c, err = net.Dial("tcp4", addr); err != nil {
 						t.Error(err)
 						return
 					}
