@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"pollbal/internal/metric"
 )
 
 // appCounters are one app's pre-resolved counter children, so the request path never looks up
@@ -33,31 +35,25 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 	m := &metrics{
 		bal: bal,
-		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_pool_exhausted_total",
-			Help: "Requests answered 503 because the app's pool (and default, where allowed) had no available candidate; pool is the app's resolved pool.",
-		}, []string{"pool", "app"}),
-		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_pool_fallback_total",
-			Help: "Requests served from the default pool because the app's resolved pool had no available candidate.",
-		}, []string{"pool", "app"}),
-		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_reports_ignored_total",
-			Help: "/pool answer lines dropped because they name a service the configuration does not declare.",
-		}, []string{"backend"}),
-		full: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_backend_full_total",
-			Help: "Requests the backend refused as full (503 with X-Pool-Full) before doing any work; each went on to the next candidate.",
-		}, []string{"backend"}),
+		exhausted: metric.Counters("pollbal_pool_exhausted_total",
+			"Requests answered 503 because the app's pool (and default, where allowed) had no available candidate; pool is the app's resolved pool.",
+			"pool", "app"),
+		fallback: metric.Counters("pollbal_pool_fallback_total",
+			"Requests served from the default pool because the app's resolved pool had no available candidate.",
+			"pool", "app"),
+		ignored: metric.Counters("pollbal_reports_ignored_total",
+			"/pool answer lines dropped because they name a service the configuration does not declare.",
+			"backend"),
+		full: metric.Counters("pollbal_backend_full_total",
+			"Requests the backend refused as full (503 with X-Pool-Full) before doing any work; each went on to the next candidate.",
+			"backend"),
 		ready:    prometheus.NewDesc("pollbal_backend_ready", "1 when the backend's last checks make it ready, else 0.", []string{"backend", "pool"}, nil),
 		inFlight: prometheus.NewDesc("pollbal_backend_in_flight", "Requests this instance has in flight on the backend (leases held).", []string{"backend"}, nil),
 		limit:    prometheus.NewDesc("pollbal_backend_limit", "Requests this instance may have in flight on the backend now: its share of the capacity for the fleet (fleet.instances, load reports), slow start applied.", []string{"backend"}, nil),
 	}
 	m.requests, m.durations = newRequestVecs()
-	for _, c := range []prometheus.Collector{m.exhausted, m.fallback, m.ignored, m.full, m.requests, m.durations, m} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register balancer metrics: %w", err)
-		}
+	if err := metric.Register(reg, m.exhausted, m.fallback, m.ignored, m.full, m.requests, m.durations, m); err != nil {
+		return nil, fmt.Errorf("register balancer metrics: %w", err)
 	}
 	m.noApp = m.newRequestMetrics(noAppLabel)
 	return m, nil

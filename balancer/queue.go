@@ -2,12 +2,15 @@ package balancer
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"pollbal/internal/metric"
 )
 
 // Errors of Wait; the proxy answers them 503 queue_full and queue_timeout. A waiter whose client
@@ -60,10 +63,8 @@ func newWaitQueues(bal *Balancer, reg prometheus.Registerer) (*waitQueues, error
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"pool"}),
 	}
-	for _, c := range []prometheus.Collector{q, q.wait} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := metric.Register(reg, q, q.wait); err != nil {
+		return nil, fmt.Errorf("register queue metrics: %w", err)
 	}
 	return q, nil
 }

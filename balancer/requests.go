@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/internal/metric"
 )
 
 // noAppLabel is the app label of requests that matched no app.
@@ -40,10 +41,9 @@ type RequestMetrics struct {
 type counter struct{ prometheus.Counter }
 
 func newRequestVecs() (*prometheus.CounterVec, *prometheus.HistogramVec) {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_requests_total",
-			Help: "Client requests answered, by app (\"-\" when no app matched) and status code.",
-		}, []string{"app", "code"}),
+	return metric.Counters("pollbal_requests_total",
+			"Client requests answered, by app (\"-\" when no app matched) and status code.",
+			"app", "code"),
 		prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pollbal_request_duration_seconds",
 			Help:    "Time from the request being read to its answer being written (a streamed body's last byte), by app.",

@@ -1,10 +1,11 @@
 package poller
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"pollbal/internal/metric"
 )
 
 // Values of the result label of pollbal_checks_total.
@@ -24,30 +25,19 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_checks_total",
-			Help: "GET /pool checks by backend and result (ok, error, timeout, invalid).",
-		}, []string{"backend", "result"}),
+		checks: metric.Counters("pollbal_checks_total",
+			"GET /pool checks by backend and result (ok, error, timeout, invalid).",
+			"backend", "result"),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pollbal_check_duration_seconds",
 			Help:    "Duration of GET /pool checks.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
-		badLoad: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_load_report_errors_total",
-			Help: "Good /pool answers whose X-Pool-Load header was malformed (ignored), by backend.",
-		}, []string{"backend"}),
+		badLoad: metric.Counters("pollbal_load_report_errors_total",
+			"Good /pool answers whose X-Pool-Load header was malformed (ignored), by backend.",
+			"backend"),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range []prometheus.Collector{m.checks, m.duration, m.badLoad} {
-		if err := reg.Register(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := metric.Register(reg, m.checks, m.duration, m.badLoad); err != nil {
 		return nil, fmt.Errorf("register poller metrics: %w", err)
 	}
 	return m, nil

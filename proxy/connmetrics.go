@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"pollbal/internal/metric"
 )
 
 // connMetrics are the client connections' metrics, children resolved once. It is safe for
@@ -19,10 +21,9 @@ type connMetrics struct {
 // newConnMetrics registers the connection metrics; open is read for the connections gauge,
 // upgraded for the upgraded connections gauge.
 func newConnMetrics(reg prometheus.Registerer, open, upgraded func() float64) (*connMetrics, error) {
-	timeouts := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pollbal_client_timeouts_total",
-		Help: "Client connections closed by a timeout: header (408 request_timeout), client (no byte moved during a request), idle (keep-alive) or upgrade_idle (an upgraded connection without traffic for proxy.upgrade_idle_timeout).",
-	}, []string{"kind"})
+	timeouts := metric.Counters("pollbal_client_timeouts_total",
+		"Client connections closed by a timeout: header (408 request_timeout), client (no byte moved during a request), idle (keep-alive) or upgrade_idle (an upgraded connection without traffic for proxy.upgrade_idle_timeout).",
+		"kind")
 	m := &connMetrics{
 		acceptErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pollbal_accept_errors_total",
@@ -46,10 +47,8 @@ func newConnMetrics(reg prometheus.Registerer, open, upgraded func() float64) (*
 		Name: "pollbal_upgraded_connections",
 		Help: "Upgraded (WebSocket) connections open now; each holds its backend's slot.",
 	}, upgraded)
-	for _, c := range []prometheus.Collector{m.acceptErrors, m.refused, timeouts, gauge, upgradedGauge} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register connection metrics: %w", err)
-		}
+	if err := metric.Register(reg, m.acceptErrors, m.refused, timeouts, gauge, upgradedGauge); err != nil {
+		return nil, fmt.Errorf("register connection metrics: %w", err)
 	}
 	return m, nil
 }

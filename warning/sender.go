@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/internal/defaults"
+	"pollbal/internal/metric"
 )
 
 // maxResponseDrain bounds how much of a /pool_warning answer is read (to reuse the connection).
@@ -90,26 +91,20 @@ func NewSender(o SenderOptions) (*Sender, error) {
 			},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_warnings_sent_total",
-			Help: "POST /pool_warning requests answered with 2xx, by group.",
-		}, []string{"pool", "service", "version"}),
-		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pollbal_warning_errors_total",
-			Help: "POST /pool_warning requests that failed (error, timeout or non-2xx), by backend.",
-		}, []string{"backend"}),
+		sent: metric.Counters("pollbal_warnings_sent_total",
+			"POST /pool_warning requests answered with 2xx, by group.",
+			"pool", "service", "version"),
+		errs: metric.Counters("pollbal_warning_errors_total",
+			"POST /pool_warning requests that failed (error, timeout or non-2xx), by backend.",
+			"backend"),
 		timeout:  o.Timeout,
 		secret:   slices.Clone(o.Secret),
 		inFlight: make(map[flightKey]bool),
 		state:    make(map[string]string),
 		failed:   make(map[string]bool),
 	}
-	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.sent, s.errs} {
-			if err := o.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("new warning sender: register metrics: %w", err)
-			}
-		}
+	if err := metric.Register(o.Registerer, s.sent, s.errs); err != nil {
+		return nil, fmt.Errorf("new warning sender: register metrics: %w", err)
 	}
 	return s, nil
 }

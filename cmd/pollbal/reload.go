@@ -9,13 +9,13 @@ import (
 
 	"pollbal/certs"
 	"pollbal/configs"
+	"pollbal/internal/metric"
 )
 
 func newReloadRejected(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pollbal_config_reloads_rejected_total",
-		Help: "Reloads (SIGHUP or POST /admin/reload) rejected, by reason: config_invalid, restart_required, config_changing, reload_guard.",
-	}, []string{"reason"})
+	c := metric.Counters("pollbal_config_reloads_rejected_total",
+		"Reloads (SIGHUP or POST /admin/reload) rejected, by reason: config_invalid, restart_required, config_changing, reload_guard.",
+		"reason")
 	reg.MustRegister(c)
 	for _, r := range configs.RejectReasons {
 		c.WithLabelValues(r)
