@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 )
 
 // TestLeasesNeverOversubscribe has many goroutines take and release leases on backends with
@@ -46,52 +47,29 @@ func TestLeasesNeverOversubscribe(t *testing.T) {
 	var peak [nBackends]atomic.Int64
 	setCaps := func(caps map[string]int) {
 		for i, id := range ids {
-			for {
-				old := maxCap[i].Load()
-				if int64(caps[id]) <= old || maxCap[i].CompareAndSwap(old, int64(caps[id])) {
-					break
-				}
-			}
+			raiseTo(&maxCap[i], int64(caps[id]))
 		}
 	}
 	setCaps(caps)
 
-	stop := make(chan struct{})
-	var workers sync.WaitGroup
 	var acquired atomic.Int64
-	for w := 0; w < 16; w++ {
-		workers.Add(1)
-		go func(w int) {
-			defer workers.Done()
-			apps := []string{"acme", "beta", "www"}
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				s := b.Snapshot()
-				app := s.AppByName(apps[(w+i)%3])
-				l, err := s.Acquire(app, nil)
-				if err != nil {
-					continue
-				}
-				acquired.Add(1)
-				idx := int(l.Backend.ID[1] - '0')
-				n := l.Backend.InFlight()
-				for {
-					old := peak[idx].Load()
-					if n <= old || peak[idx].CompareAndSwap(old, n) {
-						break
-					}
-				}
-				if n > maxCap[idx].Load() {
-					t.Errorf("%s: %d in flight, capacity never above %d", l.Backend.ID, n, maxCap[idx].Load())
-				}
-				l.Release()
-			}
-		}(w)
-	}
+	apps := []string{"acme", "beta", "www"}
+	stop := testproc.Workers(16, func(w, i int) bool {
+		s := b.Snapshot()
+		l, err := s.Acquire(s.AppByName(apps[(w+i)%3]), nil)
+		if err != nil {
+			return true
+		}
+		acquired.Add(1)
+		idx := int(l.Backend.ID[1] - '0')
+		n := l.Backend.InFlight()
+		raiseTo(&peak[idx], n)
+		if n > maxCap[idx].Load() {
+			t.Errorf("%s: %d in flight, capacity never above %d", l.Backend.ID, n, maxCap[idx].Load())
+		}
+		l.Release()
+		return true
+	})
 	pools := []string{"pool-acme", "pool-beta", "default", "unassigned"}
 	// At least 200 rounds, and on until the workers have taken plenty of leases (they may not
 	// have been scheduled at all during the first rounds), bounded in rounds.
@@ -107,8 +85,7 @@ func TestLeasesNeverOversubscribe(t *testing.T) {
 			}
 		}
 	}
-	close(stop)
-	workers.Wait()
+	stop()
 	if acquired.Load() == 0 {
 		t.Fatal("no lease was ever taken: the test exercised nothing")
 	}
@@ -145,12 +122,7 @@ func TestLeasesExactUnderContention(t *testing.T) {
 				}
 				taken.Add(1)
 				n := l.Backend.InFlight()
-				for {
-					old := peak.Load()
-					if n <= old || peak.CompareAndSwap(old, n) {
-						break
-					}
-				}
+				raiseTo(&peak, n)
 				l.Release()
 			}
 		}()

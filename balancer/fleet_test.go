@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/internal/testproc"
 	"pollbal/report"
 )
 
@@ -589,33 +589,13 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 	app := bal.Snapshot().AppByName("www")
 	const maxReported = 12
 	var peak atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				l, err := bal.Snapshot().Acquire(app, nil)
-				if err != nil {
-					continue
-				}
-				n := l.Backend.InFlight()
-				for {
-					p := peak.Load()
-					if n <= p || peak.CompareAndSwap(p, n) {
-						break
-					}
-				}
-				l.Release()
-			}
-		}()
-	}
+	stop := testproc.Workers(4, func(_, _ int) bool {
+		if l, err := bal.Snapshot().Acquire(app, nil); err == nil {
+			raiseTo(&peak, l.Backend.InFlight())
+			l.Release()
+		}
+		return true
+	})
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 2000; i++ {
 		for _, id := range []string{"a", "b"} {
@@ -624,8 +604,7 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 				Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	if p := peak.Load(); p > maxReported {
 		t.Fatalf("in-flight reached %d, above the largest capacity reported (%d)", p, maxReported)
 	}

@@ -3,6 +3,7 @@ package balancer
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,17 @@ func cfgOf(apps []configs.App, backends []configs.Backend) *configs.Config {
 }
 
 func boolp(b bool) *bool { return &b }
+
+// raiseTo stores n in a unless a already holds as much: a maximum that goroutines raise
+// together.
+func raiseTo(a *atomic.Int64, n int64) {
+	for {
+		old := a.Load()
+		if n <= old || a.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
 
 // newTestBalancer builds a balancer on cfg with a fixed clock and a private registry.
 func newTestBalancer(t testing.TB, cfg *configs.Config, overrides map[string]string) *Balancer {

@@ -3,7 +3,6 @@ package balancer
 import (
 	"errors"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,42 +103,30 @@ func TestLimitLoweredUnderConcurrentLeases(t *testing.T) {
 		held       atomic.Int64 // leases held by the workers
 		taken      atomic.Int64 // leases taken so far
 		worst      atomic.Int64 // the most held seen by a lease taken while settled
-		stop       atomic.Bool
-		wg         sync.WaitGroup
 		unexpected = make(chan error, workers)
 	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				before := phase.Load() // read before the take: the take comes after it
-				s := bal.Snapshot()
-				l, err := s.Acquire(s.AppByName("www"), nil)
-				if errors.Is(err, ErrNoCandidate) {
-					runtime.Gosched()
-					continue
-				}
-				if err != nil {
-					unexpected <- err
-					return
-				}
-				h := held.Add(1)
-				// The same odd phase after: the capacity was not raised again before h was counted.
-				if before%2 == 1 && phase.Load() == before {
-					for {
-						w := worst.Load()
-						if h <= w || worst.CompareAndSwap(w, h) {
-							break
-						}
-					}
-				}
-				taken.Add(1)
-				held.Add(-1)
-				l.Release()
-			}
-		}()
-	}
+	stop := testproc.Workers(workers, func(_, _ int) bool {
+		before := phase.Load() // read before the take: the take comes after it
+		s := bal.Snapshot()
+		l, err := s.Acquire(s.AppByName("www"), nil)
+		if errors.Is(err, ErrNoCandidate) {
+			runtime.Gosched()
+			return true
+		}
+		if err != nil {
+			unexpected <- err
+			return false
+		}
+		h := held.Add(1)
+		// The same odd phase after: the capacity was not raised again before h was counted.
+		if before%2 == 1 && phase.Load() == before {
+			raiseTo(&worst, h)
+		}
+		taken.Add(1)
+		held.Add(-1)
+		l.Release()
+		return true
+	})
 	progress := func(what string) {
 		from := taken.Load()
 		testproc.WaitFor(t, 10*time.Second, what, func() bool { return taken.Load() >= from+50 })
@@ -155,8 +142,7 @@ func TestLimitLoweredUnderConcurrentLeases(t *testing.T) {
 		phase.Add(1)
 		bal.Update(cfgAt(high))
 	}
-	stop.Store(true)
-	wg.Wait()
+	stop()
 	close(unexpected)
 	for err := range unexpected {
 		t.Fatal(err)

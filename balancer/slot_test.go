@@ -176,12 +176,7 @@ func TestLeasesBoundedPerAddressUnderRandomReloads(t *testing.T) {
 				continue // removed by this reload
 			}
 			c := 1 + rng.IntN(3)
-			for {
-				old := maxCap[i].Load()
-				if int64(c) <= old || maxCap[i].CompareAndSwap(old, int64(c)) {
-					break
-				}
-			}
+			raiseTo(&maxCap[i], int64(c))
 			id := fmt.Sprintf("%c%d", "abc"[rng.IntN(3)], i) // renamed now and then
 			bs = append(bs, configs.Backend{ID: id, Address: fmt.Sprintf("127.0.0.1:%d", 21000+i), Capacity: c})
 			ids = append(ids, id)
@@ -227,12 +222,7 @@ func TestLeasesBoundedPerAddressUnderRandomReloads(t *testing.T) {
 				if n > maxCap[k].Load() {
 					t.Errorf("%s: %d leases held, capacity never above %d", l.Backend.Address, n, maxCap[k].Load())
 				}
-				for {
-					old := peak[k].Load()
-					if n <= old || peak[k].CompareAndSwap(old, n) {
-						break
-					}
-				}
+				raiseTo(&peak[k], n)
 				held = append(held, l)
 			}
 		}()

@@ -476,38 +476,28 @@ backends: [{id: web-1, address: %s}]
 	left := 0
 	for round := 0; round < 10; round++ {
 		var moves atomic.Int64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for w := range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				client := &http.Client{Timeout: 2 * time.Second}
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					req, _ := http.NewRequest(http.MethodPut, "http://"+pb.admin+"/admin/backends/web-1/pool",
-						strings.NewReader(fmt.Sprintf(`{"pool":"p-%d-%d"}`, w, i%5)))
-					req.Header.Set("Authorization", "Bearer "+adminToken)
-					resp, err := client.Do(req)
-					if err != nil {
-						return // killed
-					}
-					resp.Body.Close()
-					if resp.StatusCode == 200 {
-						moves.Add(1)
-					}
-				}
-			}()
+		clients := [3]*http.Client{} // one a worker
+		for w := range clients {
+			clients[w] = &http.Client{Timeout: 2 * time.Second}
 		}
+		stop := testproc.Workers(len(clients), func(w, i int) bool {
+			req, _ := http.NewRequest(http.MethodPut, "http://"+pb.admin+"/admin/backends/web-1/pool",
+				strings.NewReader(fmt.Sprintf(`{"pool":"p-%d-%d"}`, w, i%5)))
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			resp, err := clients[w].Do(req)
+			if err != nil {
+				return false // killed
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				moves.Add(1)
+			}
+			return true
+		})
 		target := int64(20 + 7*round) // kill at a different point of the burst each round
 		testproc.WaitFor(t, 10*time.Second, "a burst of moves", func() bool { return moves.Load() >= target })
 		pb.Kill()
-		close(stop)
-		wg.Wait()
+		stop()
 		found := temps()
 		left += len(found)
 		if round == 0 {

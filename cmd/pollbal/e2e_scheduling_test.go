@@ -218,28 +218,16 @@ func TestEndToEndKilledBackendCostsNoRequest(t *testing.T) {
 	url := "http://" + pb.listen + "/"
 	var failed, served atomic.Int64
 	var failures sync.Map
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a, err := do(t, c, url, "www.test")
-				if err != nil || a.code != 200 {
-					failed.Add(1)
-					failures.Store(fmt.Sprintf("%v %d %s", err, a.code, a.reason), true)
-					continue
-				}
-				served.Add(1)
-			}
-		}()
-	}
+	stop := testproc.Workers(8, func(_, _ int) bool {
+		a, err := do(t, c, url, "www.test")
+		if err != nil || a.code != 200 {
+			failed.Add(1)
+			failures.Store(fmt.Sprintf("%v %d %s", err, a.code, a.reason), true)
+		} else {
+			served.Add(1)
+		}
+		return true
+	})
 	testproc.WaitFor(t, 5*time.Second, "load running on def-1", func() bool { return bs["def-1"].stats(t).Requests > 50 })
 	bs["def-1"].Kill()
 	before := served.Load()
@@ -248,8 +236,7 @@ func TestEndToEndKilledBackendCostsNoRequest(t *testing.T) {
 		return !ready
 	})
 	testproc.WaitFor(t, 5*time.Second, "more load after the kill", func() bool { return served.Load() > before+200 })
-	close(stop)
-	wg.Wait()
+	stop()
 	if failed.Load() != 0 {
 		var kinds []string
 		failures.Range(func(k, _ any) bool { kinds = append(kinds, k.(string)); return true })
