@@ -42,15 +42,7 @@ func BenchmarkAcquire(b *testing.B) {
 	for _, n := range []int{4, 64, 1024} {
 		b.Run(fmt.Sprintf("seq/backends=%d", n), func(b *testing.B) {
 			s, app := benchBalancer(b, n)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				l, err := s.Acquire(app, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.Release()
-			}
+			benchAcquire(b, s, app)
 		})
 		b.Run(fmt.Sprintf("parallel/backends=%d", n), func(b *testing.B) {
 			s, app := benchBalancer(b, n)
@@ -70,19 +62,29 @@ func BenchmarkAcquire(b *testing.B) {
 		// early at an idle backend: the worst case for ranking.
 		b.Run(fmt.Sprintf("busy/backends=%d", n), func(b *testing.B) {
 			s, app := benchBalancer(b, n)
-			for i, m := range s.members {
-				m.slot.inFlight.Add(int64(1 + i%7))
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				l, err := s.Acquire(app, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.Release()
-			}
+			holdDepths(s)
+			benchAcquire(b, s, app)
 		})
+	}
+}
+
+// benchAcquire times b.N selects + leases + releases on s for app, one after the other.
+func benchAcquire(b *testing.B, s *Snapshot, app *App) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := s.Acquire(app, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release()
+	}
+}
+
+// holdDepths has every member of s hold leases, 1 to 7 deep by its position.
+func holdDepths(s *Snapshot) {
+	for i, m := range s.members {
+		m.slot.inFlight.Add(int64(1 + i%7))
 	}
 }
 
@@ -111,21 +113,11 @@ func BenchmarkAcquirePlainScan(b *testing.B) {
 	for _, n := range []int{4, 64, 1024} {
 		b.Run(fmt.Sprintf("busy/backends=%d", n), func(b *testing.B) {
 			s, app := benchBalancer(b, n)
-			for i, m := range s.members {
-				m.slot.inFlight.Add(int64(1 + i%7))
-			}
+			holdDepths(s)
 			for _, l := range s.lists {
 				l.cur.Load().stale.Store(true)
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				l, err := s.Acquire(app, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.Release()
-			}
+			benchAcquire(b, s, app)
 		})
 	}
 }

@@ -249,15 +249,7 @@ func BenchmarkAcquireQueueOn(b *testing.B) {
 	for _, n := range []int{4, 64, 1024} {
 		b.Run(fmt.Sprintf("seq/backends=%d", n), func(b *testing.B) {
 			s, app := benchBalancerQueue(b, n)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				l, err := s.Acquire(app, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.Release()
-			}
+			benchAcquire(b, s, app)
 		})
 	}
 }
