@@ -26,21 +26,31 @@ type stateDoc struct {
 // silently dropped, because starting without the overrides would put moved backends back into
 // pools the operator took them out of.
 func LoadState(path string) (map[string]string, error) {
-	if path == "" {
-		return map[string]string{}, nil
-	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]string{}, nil
-	}
+	data, found, err := readOptional(path)
 	if err != nil {
 		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	if !found {
+		return map[string]string{}, nil
 	}
 	overrides, err := parseState(data)
 	if err != nil {
 		return nil, fmt.Errorf("state file %s is corrupt (fix or remove it): %w", path, err)
 	}
 	return overrides, nil
+}
+
+// readOptional reads the file at path; found is false, without an error, where there is no file
+// to read: an empty path or a file that does not exist.
+func readOptional(path string) (data []byte, found bool, err error) {
+	if path == "" {
+		return nil, false, nil
+	}
+	data, err = os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	return data, err == nil, err
 }
 
 // parseState decodes and checks a state file's contents.
