@@ -62,6 +62,26 @@ func poolOf(t *testing.T, in *instance, id string) (string, string) {
 	return "", ""
 }
 
+// movesConfig is a config with the admin API on (its token in tokenFile) and admin moves kept
+// in stateFile and, when store is not empty, in the store it names (lines under admin:), for
+// two backends web-1 and web-2 behind app www, tried in that order.
+func movesConfig(tokenFile, stateFile, store, web1, web2 string) string {
+	return fmt.Sprintf(`site: e2e
+listen: LISTEN
+admin:
+  listen: ADMIN
+  token_file: %s
+  state_file: %s
+%spoll: {interval: 200ms, timeout: 150ms}
+proxy: {tie_break: id}
+services: {web: {}}
+apps: [{name: www, hosts: ["*"]}]
+backends:
+  - {id: web-1, address: %s}
+  - {id: web-2, address: %s}
+`, tokenFile, stateFile, store, web1, web2)
+}
+
 // TestEndToEndAdminMovePersists moves a backend through the admin API of the real binary: the
 // very next request already avoids it, the move survives kill -9 and a restart on the same
 // state file, and a state file that cannot be written makes the next move fail with 500 and
@@ -72,26 +92,9 @@ func TestEndToEndAdminMovePersists(t *testing.T) {
 	if err := os.Mkdir(stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(adminToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	web1 := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
 	web2 := startBackend(t, "web-2", "127.0.0.1:0", "web serving v1\n")
-	cfg := fmt.Sprintf(`site: e2e
-listen: LISTEN
-admin:
-  listen: ADMIN
-  token_file: %s
-  state_file: %s
-poll: {interval: 200ms, timeout: 150ms}
-proxy: {tie_break: id}
-services: {web: {}}
-apps: [{name: www, hosts: ["*"]}]
-backends:
-  - {id: web-1, address: %s}
-  - {id: web-2, address: %s}
-`, tokenFile, filepath.Join(stateDir, "overrides.json"), web1.addr, web2.addr)
+	cfg := movesConfig(writeToken(t), filepath.Join(stateDir, "overrides.json"), "", web1.addr, web2.addr)
 	pb := startPollbal(t, cfg)
 	testproc.WaitFor(t, 5*time.Second, "both ready", func() bool {
 		s := pb.state(t)
@@ -166,14 +169,6 @@ backends:
 func startPollbalAt(t *testing.T, prev *instance) *instance {
 	t.Helper()
 	in := &instance{cfgPath: prev.cfgPath, listen: prev.listen, admin: prev.admin}
-	in.Proc = testproc.Start(t, "pollbal (restarted)", testproc.Options{}, bins.pollbal, "run", "-config", in.cfgPath)
-	in.WaitFor(t, 15*time.Second, "restarted pollbal /readyz", func() bool {
-		resp, err := http.Get("http://" + in.admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	in.run(t, "pollbal (restarted)")
 	return in
 }

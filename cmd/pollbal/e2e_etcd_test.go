@@ -34,30 +34,8 @@ const etcdPrefix = "/e2e/"
 
 // etcdFleetConfig is one instance's config; dial bounds each etcd call (admin.store.etcd.dial_timeout).
 func etcdFleetConfig(t *testing.T, dial time.Duration, endpoint, web1, web2 string) string {
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(adminToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf(`site: e2e
-listen: LISTEN
-admin:
-  listen: ADMIN
-  token_file: %s
-  state_file: %s
-  store:
-    etcd:
-      endpoints: [%q]
-      prefix: %s
-      dial_timeout: %s
-poll: {interval: 200ms, timeout: 150ms}
-proxy: {tie_break: id}
-services: {web: {}}
-apps: [{name: www, hosts: ["*"]}]
-backends:
-  - {id: web-1, address: %s}
-  - {id: web-2, address: %s}
-`, tokenFile, filepath.Join(dir, "moves.json"), endpoint, etcdPrefix, dial, web1, web2)
+	store := fmt.Sprintf("  store:\n    etcd:\n      endpoints: [%q]\n      prefix: %s\n      dial_timeout: %s\n", endpoint, etcdPrefix, dial)
+	return movesConfig(writeToken(t), filepath.Join(t.TempDir(), "moves.json"), store, web1, web2)
 }
 
 func startEtcdFleet(t *testing.T, dial time.Duration) *etcdFleet {

@@ -134,8 +134,16 @@ func startPollbal(t testing.TB, cfg string) *instance {
 	if err := os.WriteFile(in.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	in.Proc = testproc.Start(t, "pollbal", testproc.Options{}, bins.pollbal, "run", "-config", in.cfgPath)
-	in.WaitFor(t, 15*time.Second, "pollbal /readyz", func() bool {
+	in.run(t, "pollbal")
+	return in
+}
+
+// run starts pollbal, named name in failure messages, on in's config file and returns once
+// /readyz answers 200.
+func (in *instance) run(t testing.TB, name string) {
+	t.Helper()
+	in.Proc = testproc.Start(t, name, testproc.Options{}, bins.pollbal, "run", "-config", in.cfgPath)
+	in.WaitFor(t, 15*time.Second, name+" /readyz", func() bool {
 		resp, err := http.Get("http://" + in.admin + "/readyz")
 		if err != nil {
 			return false
@@ -143,7 +151,6 @@ func startPollbal(t testing.TB, cfg string) *instance {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	return in
 }
 
 func (in *instance) state(t testing.TB) apiState {
