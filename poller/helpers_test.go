@@ -193,18 +193,20 @@ func (s *fakeSink) collect(t *testing.T, id string, n int) []Result {
 	return out
 }
 
-// fastSettings are settings for tests: checks every 100 ms, with a 95 ms timeout that a loaded
-// 2-core machine under -race reaches now and then (a check read late); a test that needs every
-// check's outcome to be its scripted answer uses scriptedSettings.
+// fastSettings are settings for tests whose outcome a timed-out check does not change: checks
+// every 100 ms, with a 95 ms timeout that a loaded 2-core machine under -race reaches now and then
+// (a check read late). A test whose outcome a timed-out check would change (a check's reason,
+// readiness or connection compared with the backend's answer) uses scriptedSettings.
 func fastSettings() configs.Poll {
 	return configs.Poll{Interval: 100 * time.Millisecond, Timeout: 95 * time.Millisecond, Rise: 1, Fall: 1,
 		MaxBackoff: 200 * time.Millisecond, MaxBody: 4096}
 }
 
-// scriptedSettings are fastSettings for tests that compare every check's outcome with a scripted
-// answer: a timeout that a late read on a loaded 2-core machine does not reach (fastSettings'
-// 95 ms was reached once, which turned a scripted answer into "timeout after 95ms"), and a backoff
-// equal to the interval so that failures do not stretch the script.
+// scriptedSettings are fastSettings for tests that compare checks' outcomes with the backend's
+// scripted answers: a timeout that a late read on a loaded 2-core machine does not reach
+// (fastSettings' 95 ms was reached, which turned a scripted answer into "timeout after 95ms":
+// once in TestCheckFailures, once in TestUpdateSettings at load 9.5), and a backoff equal to the
+// interval so that failures do not stretch the script.
 func scriptedSettings() configs.Poll {
 	s := fastSettings()
 	s.Interval, s.Timeout, s.MaxBackoff = 300*time.Millisecond, 290*time.Millisecond, 300*time.Millisecond

@@ -74,7 +74,8 @@ func TestCheckRequest(t *testing.T) {
 	b := newBackend(t, step{body: "web serving v1\n"})
 	sink := newFakeSink()
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	p, err := New(Options{Site: "eu-west-1", Version: "1.2.3", Settings: fastSettings(), Sink: sink,
+	// A timed-out check would fail the result and keep-alive checks below.
+	p, err := New(Options{Site: "eu-west-1", Version: "1.2.3", Settings: scriptedSettings(), Sink: sink,
 		Targets: []Target{{ID: "web-1", Address: b.addr}}, Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
@@ -275,19 +276,21 @@ func TestBackoffSchedule(t *testing.T) {
 // (a gap of 121 ms was seen for a 400 ms delay, the first of the two requests late). So the lower
 // bounds are cumulative, and exact: a timer never fires early and each check starts its delay
 // after the previous one started, so check k+1 reaches the server no sooner than the sum of the
-// first k delays after Run began (4.7 s by the capped gap, against 0.6 s at a fixed interval).
+// first k delays after Run began (6.9 s by the capped gap, against 1.5 s at a fixed interval).
 // The upper bounds are per gap, with at least 700 ms to spare: a capped gap stays well below the
-// 3.2 s doubling would give, and one back at the interval well below the cap.
+// 4.8 s doubling would give, and one back at the interval well below the cap. The timeout is
+// scriptedSettings' that a loaded machine does not reach: a good check timed out would be one
+// more failure, and the gap after it the cap (a 90 ms timeout could do that).
 func TestBackoff(t *testing.T) {
-	s := fastSettings()
-	s.Interval, s.Timeout, s.MaxBackoff = 100*time.Millisecond, 90*time.Millisecond, 1600*time.Millisecond
+	s := scriptedSettings()
+	s.MaxBackoff = 2400 * time.Millisecond
 	fail := step{status: 503}
-	b := newBackend(t, fail, fail, fail, fail, fail, fail, step{body: "web"})
+	b := newBackend(t, fail, fail, fail, fail, fail, step{body: "web"})
 	p := newPoller(t, Options{Settings: s, Sink: newFakeSink(), Targets: []Target{{ID: "b", Address: b.addr}}})
 	began := time.Now()
 	start(t, p)
 	var at []time.Time
-	for range 9 {
+	for range 8 {
 		at = append(at, b.nextHit(t).at)
 	}
 	ms := time.Millisecond
@@ -297,14 +300,13 @@ func TestBackoff(t *testing.T) {
 		delay time.Duration // the schedule's delay after check gap+1
 		max   time.Duration
 	}{
-		{name: "after 1st failure: interval", gap: 0, delay: 100 * ms, max: 800 * ms},
-		{name: "after 2nd failure: 200 ms", gap: 1, delay: 200 * ms, max: 2600 * ms},
-		{name: "after 3rd failure: 400 ms", gap: 2, delay: 400 * ms, max: 2600 * ms},
-		{name: "after 4th failure: 800 ms", gap: 3, delay: 800 * ms, max: 2600 * ms},
-		{name: "after 5th failure: 1.6 s, the cap", gap: 4, delay: 1600 * ms, max: 2600 * ms},
-		{name: "after 6th failure: capped", gap: 5, delay: 1600 * ms, max: 2600 * ms},
-		{name: "after a good check: interval again", gap: 6, delay: 100 * ms, max: 800 * ms},
-		{name: "and it stays there", gap: 7, delay: 100 * ms, max: 800 * ms},
+		{name: "after 1st failure: interval", gap: 0, delay: 300 * ms, max: 1000 * ms},
+		{name: "after 2nd failure: 600 ms", gap: 1, delay: 600 * ms, max: 3400 * ms},
+		{name: "after 3rd failure: 1.2 s", gap: 2, delay: 1200 * ms, max: 3400 * ms},
+		{name: "after 4th failure: 2.4 s, the cap", gap: 3, delay: 2400 * ms, max: 3400 * ms},
+		{name: "after 5th failure: capped", gap: 4, delay: 2400 * ms, max: 3400 * ms},
+		{name: "after a good check: interval again", gap: 5, delay: 300 * ms, max: 1000 * ms},
+		{name: "and it stays there", gap: 6, delay: 300 * ms, max: 1000 * ms},
 	}
 	var least time.Duration // the sum of the delays so far
 	for _, tc := range cases {
@@ -425,7 +427,8 @@ func TestRoundDoneWithoutTargets(t *testing.T) {
 
 // TestUpdate keeps a target's state across a reload, stops a removed one and starts a new one.
 func TestUpdate(t *testing.T) {
-	s := fastSettings()
+	// A timed-out check would change a result and the connection compared below.
+	s := scriptedSettings()
 	s.Fall = 1000 // a failing target stays ready, which a fresh state would not be
 	kept := newBackend(t, step{body: "web serving v1"}, step{status: 503})
 	removed := newBackend(t, step{body: "web"})
@@ -490,7 +493,9 @@ func TestUpdate(t *testing.T) {
 
 // TestUpdateSettings applies new settings to a running target without a restart.
 func TestUpdateSettings(t *testing.T) {
-	s := fastSettings()
+	// A check that reaches the timeout fails with "timeout after ...", not the body limit
+	// (fastSettings' 95 ms was reached at load 9.5).
+	s := scriptedSettings()
 	b := newBackend(t, step{body: "web serving v1"})
 	sink := newFakeSink()
 	p := newPoller(t, Options{Settings: s, Sink: sink, Targets: []Target{{ID: "b", Address: b.addr}}})
@@ -528,7 +533,7 @@ func TestUpdateInterval(t *testing.T) {
 
 // TestUpdateAddress restarts a target whose address changed: same ID, fresh state.
 func TestUpdateAddress(t *testing.T) {
-	s := fastSettings()
+	s := scriptedSettings() // the first result at the new address must be the backend's answer
 	s.Rise = 5
 	before, after := newBackend(t, step{body: "web"}), newBackend(t, step{status: 503})
 	sink := newFakeSink()
@@ -551,9 +556,9 @@ func TestUpdateAddress(t *testing.T) {
 func TestUpdateBeforeRun(t *testing.T) {
 	b := newBackend(t, step{body: "web"})
 	sink := newFakeSink()
-	p := newPoller(t, Options{Settings: fastSettings(), Sink: sink,
+	p := newPoller(t, Options{Settings: scriptedSettings(), Sink: sink,
 		Targets: []Target{{ID: "old", Address: "127.0.0.1:1"}}})
-	p.Update(fastSettings(), []Target{{ID: "new", Address: b.addr}})
+	p.Update(scriptedSettings(), []Target{{ID: "new", Address: b.addr}})
 	start(t, p)
 	if r := sink.waitResult(t, "first", func(Result) bool { return true }); r.ID != "new" || !r.Ready {
 		t.Fatalf("first result = %+v, want new and ready", r)
@@ -675,10 +680,11 @@ func (s *confirmSink) ConfirmAfter(r Result) time.Duration {
 // the cases apart: a confirmation (100 ms) from the next regular check (2.5 s), a phase kept
 // (2.5 s after the asking check) from one restarted by the confirmations (3.5 s), and the
 // maxConfirms confirmations (1 s) end well before the next regular check even when each one
-// starts late.
+// starts late. The timeout is far above a late read's: a timed-out check is not asked about and
+// ends a run of confirmations, which would change every count and gap below.
 func TestConfirm(t *testing.T) {
 	s := fastSettings()
-	s.Interval, s.Timeout, s.MaxBackoff = 2500*time.Millisecond, 300*time.Millisecond, 2500*time.Millisecond
+	s.Interval, s.Timeout, s.MaxBackoff = 2500*time.Millisecond, time.Second, 2500*time.Millisecond
 	const early, late = 250 * time.Millisecond, 450 * time.Millisecond
 	// Regular, regular asking (1), maxConfirms confirmations asking again (1), regular, regular;
 	// the check after those is held, so that it is not asked about before the count below is read.
