@@ -33,16 +33,14 @@ func (p *recordingPoster) Post(_ context.Context, _ string, body []byte) error {
 	return nil
 }
 
-func TestPoolExhaustedAlarmDedup(t *testing.T) {
-	cfg := cfgOf([]configs.App{
-		{Name: "shop", Hosts: []string{"shop.test"}, Owner: "acme", AllowFallbackToDefault: boolp(false)},
-		{Name: "blog", Hosts: []string{"blog.test"}, Owner: "acme", AllowFallbackToDefault: boolp(false)},
-	}, []configs.Backend{{ID: "a1", Owner: "acme"}})
+// alarmBalancer is a balancer on cfg that posts its alarms to poster, deduplicated over a
+// minute of a clock that starts at a fixed time and moves only by advance.
+func alarmBalancer(t *testing.T, cfg *configs.Config, poster *recordingPoster) (b *Balancer, advance func(time.Duration)) {
+	t.Helper()
 	cfg.Alarms.Webhook = "http://127.0.0.1:1/alarm"
 	cfg.Alarms.DedupWindow = time.Minute
-	now := time.Unix(5000, 0)
 	var clock sync.Mutex
-	poster := &recordingPoster{failures: 1, got: make(chan []byte, 10)}
+	now := time.Unix(5000, 0)
 	b, err := New(Options{Config: cfg, Registerer: prometheus.NewRegistry(), Webhook: poster, Now: func() time.Time {
 		clock.Lock()
 		defer clock.Unlock()
@@ -51,6 +49,20 @@ func TestPoolExhaustedAlarmDedup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, func(d time.Duration) {
+		clock.Lock()
+		defer clock.Unlock()
+		now = now.Add(d)
+	}
+}
+
+func TestPoolExhaustedAlarmDedup(t *testing.T) {
+	cfg := cfgOf([]configs.App{
+		{Name: "shop", Hosts: []string{"shop.test"}, Owner: "acme", AllowFallbackToDefault: boolp(false)},
+		{Name: "blog", Hosts: []string{"blog.test"}, Owner: "acme", AllowFallbackToDefault: boolp(false)},
+	}, []configs.Backend{{ID: "a1", Owner: "acme"}})
+	poster := &recordingPoster{failures: 1, got: make(chan []byte, 10)}
+	b, advance := alarmBalancer(t, cfg, poster)
 	s := b.Snapshot()
 	for i := 0; i < 5; i++ {
 		if _, err := s.Acquire(s.AppByName("shop"), nil); !errors.Is(err, ErrNoCandidate) {
@@ -63,9 +75,7 @@ func TestPoolExhaustedAlarmDedup(t *testing.T) {
 	if got := testCounter(t, s.AppByName("shop").counters.exhausted); got != 5 {
 		t.Fatalf("pool_exhausted_total{shop} = %v, want 5 (the counter is not deduplicated)", got)
 	}
-	clock.Lock()
-	now = now.Add(2 * time.Minute)
-	clock.Unlock()
+	advance(2 * time.Minute)
 	if _, err := s.Acquire(s.AppByName("shop"), nil); !errors.Is(err, ErrNoCandidate) {
 		t.Fatal(err)
 	}

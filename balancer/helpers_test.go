@@ -81,6 +81,16 @@ func markReady(b *Balancer, ids []string, leaving ...string) {
 	}
 }
 
+// reloadReady reloads bal with apps and backends, and reports every backend ready.
+func reloadReady(bal *Balancer, apps []configs.App, backends []configs.Backend) {
+	bal.Update(cfgOf(apps, backends))
+	ids := []string{}
+	for _, b := range backends {
+		ids = append(ids, b.ID)
+	}
+	markReady(bal, ids)
+}
+
 type nopPoster struct{}
 
 func (nopPoster) Post(_ context.Context, _ string, _ []byte) error { return nil }

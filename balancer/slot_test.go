@@ -55,12 +55,7 @@ func TestLeasesCountedPerAddressAcrossReloads(t *testing.T) {
 				held = append(held, l)
 			}
 			for _, bs := range tc.reloads {
-				bal.Update(cfgOf(apps, bs))
-				ids := []string{}
-				for _, b := range bs {
-					ids = append(ids, b.ID)
-				}
-				markReady(bal, ids)
+				reloadReady(bal, apps, bs)
 				checkHints(t, bal.Snapshot())
 			}
 			s := bal.Snapshot()

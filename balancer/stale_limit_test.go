@@ -36,12 +36,7 @@ func TestOldSnapshotCannotOversubscribeAfterReload(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, bs := range tc.reloads {
-				bal.Update(cfgOf(apps, bs))
-				ids := []string{}
-				for _, b := range bs {
-					ids = append(ids, b.ID)
-				}
-				markReady(bal, ids)
+				reloadReady(bal, apps, bs)
 			}
 			held := []Lease{first}
 			if tc.id != "" {

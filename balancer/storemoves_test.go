@@ -3,11 +3,8 @@ package balancer
 import (
 	"encoding/json"
 	"maps"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
 )
@@ -39,24 +36,11 @@ func TestReplaceOverrides(t *testing.T) {
 
 func TestStoreUnavailableAlarmDedup(t *testing.T) {
 	cfg := cfgOf(nil, []configs.Backend{{ID: "a1"}})
-	cfg.Alarms.Webhook = "http://127.0.0.1:1/alarm"
-	cfg.Alarms.DedupWindow = time.Minute
-	now := time.Unix(5000, 0)
-	var clock sync.Mutex
 	poster := &recordingPoster{got: make(chan []byte, 10)}
-	b, err := New(Options{Config: cfg, Registerer: prometheus.NewRegistry(), Webhook: poster, Now: func() time.Time {
-		clock.Lock()
-		defer clock.Unlock()
-		return now
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, advance := alarmBalancer(t, cfg, poster)
 	b.StoreUnavailable("connection refused")
 	b.StoreUnavailable("connection refused again")
-	clock.Lock()
-	now = now.Add(2 * time.Minute)
-	clock.Unlock()
+	advance(2 * time.Minute)
 	b.StoreUnavailable("still refused")
 	b.Close()
 	if len(poster.bodies) != 2 {

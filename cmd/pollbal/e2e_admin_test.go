@@ -46,6 +46,17 @@ func adminCallReason(t *testing.T, in *instance, method, path, body string) (int
 // poolOf returns a backend's pool and pool source from /api/state.
 func poolOf(t *testing.T, in *instance, id string) (string, string) {
 	t.Helper()
+	pool, source, ok := lookupPool(t, in, id)
+	if !ok {
+		t.Fatalf("backend %s not in state", id)
+	}
+	return pool, source
+}
+
+// lookupPool returns a backend's pool and pool source from /api/state, and whether the
+// backend is there.
+func lookupPool(t *testing.T, in *instance, id string) (pool, source string, ok bool) {
+	t.Helper()
 	var s struct {
 		Backends []struct {
 			ID, Pool   string
@@ -55,11 +66,10 @@ func poolOf(t *testing.T, in *instance, id string) (string, string) {
 	getJSON(t, "http://"+in.admin+"/api/state", &s)
 	for _, b := range s.Backends {
 		if b.ID == id {
-			return b.Pool, b.PoolSource
+			return b.Pool, b.PoolSource, true
 		}
 	}
-	t.Fatalf("backend %s not in state", id)
-	return "", ""
+	return "", "", false
 }
 
 // movesConfig is a config with the admin API on (its token in tokenFile) and admin moves kept

@@ -320,18 +320,7 @@ func TestEndToEndEtcdMoveForAnUnknownBackend(t *testing.T) {
 	}
 	in.Signal(t, syscall.SIGHUP)
 	testproc.WaitFor(t, 5*time.Second, "web-2 added by the reload, in the pool etcd says", func() bool {
-		var s struct {
-			Backends []struct {
-				ID, Pool   string
-				PoolSource string `json:"pool_source"`
-			} `json:"backends"`
-		}
-		getJSON(t, "http://"+in.admin+"/api/state", &s)
-		for _, b := range s.Backends {
-			if b.ID == "web-2" {
-				return b.Pool == "unassigned" && b.PoolSource == "admin"
-			}
-		}
-		return false
+		pool, source, ok := lookupPool(t, in, "web-2")
+		return ok && pool == "unassigned" && source == "admin"
 	})
 }
