@@ -39,9 +39,7 @@ func TestPoolWarningCGI(t *testing.T) {
 				env = append(env, "REQUEST_METHOD="+tc.method)
 			}
 			p := startIn(t, env, body, cgiScript)
-			if code := p.ExitCode(t, 10*time.Second); code != 0 {
-				t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
-			}
+			exitsZero(t, p, 10*time.Second)
 			out := p.Stdout()
 			if first, _, _ := strings.Cut(out, "\r\n"); first != tc.wantStatus {
 				t.Errorf("first line = %q, want %q (output %q)", first, tc.wantStatus, out)

@@ -40,6 +40,15 @@ func startIn(t *testing.T, env []string, stdin, path string, args ...string) *te
 	return testproc.Start(t, filepath.Base(path), testproc.Options{Env: env, Stdin: strings.NewReader(stdin), Group: true}, abs, args...)
 }
 
+// exitsZero waits up to timeout for p to exit and fails the test, with p's standard error,
+// unless it exited 0.
+func exitsZero(t *testing.T, p *testproc.Proc, timeout time.Duration) {
+	t.Helper()
+	if code := p.ExitCode(t, timeout); code != 0 {
+		t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
+	}
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -29,6 +29,18 @@ func (f files) recordCmd() string {
 	return fmt.Sprintf(`{ printf 'update saw ['; cat "$POLLBAL_POOL_FILE"; printf ']\n'; } >> %q`, f.marker)
 }
 
+// wantUpdatedOnce checks a completed update: the pool file serves v2, and the update command
+// ran once, while the pool file was empty.
+func (f files) wantUpdatedOnce(t *testing.T) {
+	t.Helper()
+	if got := readFile(t, f.pool); got != "web serving v2\n" {
+		t.Errorf("pool file = %q, want %q", got, "web serving v2\n")
+	}
+	if got := readFile(t, f.marker); got != "update saw []\n" {
+		t.Errorf("update command saw %q, want one run with an empty pool file", got)
+	}
+}
+
 // args are the fast-timing flags; overrides replace or add "--flag value" pairs.
 func (f files) args(overrides ...string) []string {
 	set := map[string]string{
@@ -53,15 +65,8 @@ func TestUpdateCompletesWithoutLock(t *testing.T) {
 	p := start(t, cleanEnv(), updateScript, f.args("--announce-wait", "1", "--drain-wait", "0.3")...)
 
 	p.WaitFor(t, 10*time.Second, "leaving announced", func() bool { return readFile(t, f.pool) == "web leaving v1\n" })
-	if code := p.ExitCode(t, 15*time.Second); code != 0 {
-		t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
-	}
-	if got := readFile(t, f.pool); got != "web serving v2\n" {
-		t.Errorf("pool file = %q, want %q", got, "web serving v2\n")
-	}
-	if got := readFile(t, f.marker); got != "update saw []\n" {
-		t.Errorf("update command saw %q, want one run with an empty pool file", got)
-	}
+	exitsZero(t, p, 15*time.Second)
+	f.wantUpdatedOnce(t)
 	log := p.Stderr()
 	steps := []string{"announced 'web leaving v1'", "emptied pool file", "running update command", "updated; wrote 'web serving v2'"}
 	last := -1
@@ -107,15 +112,8 @@ func TestUpdateWaitsWhileLockFresh(t *testing.T) {
 	})
 	close(stop)
 	<-stopped
-	if code := p.ExitCode(t, 15*time.Second); code != 0 {
-		t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
-	}
-	if got := readFile(t, f.pool); got != "web serving v2\n" {
-		t.Errorf("pool file = %q, want %q", got, "web serving v2\n")
-	}
-	if got := readFile(t, f.marker); got != "update saw []\n" {
-		t.Errorf("marker = %q, want one update", got)
-	}
+	exitsZero(t, p, 15*time.Second)
+	f.wantUpdatedOnce(t)
 	if n := strings.Count(p.Stderr(), "announced 'web leaving v1'"); n != 1 {
 		t.Errorf("announced %d times, want 1:\n%s", n, p.Stderr())
 	}
@@ -132,9 +130,7 @@ func TestUpdateLockDuringAnnounceStartsOver(t *testing.T) {
 	if got := readFile(t, f.marker); got != "" {
 		t.Fatalf("update ran although the lock was touched during announce: %q", got)
 	}
-	if code := p.ExitCode(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
-	}
+	exitsZero(t, p, 20*time.Second)
 	log := p.Stderr()
 	if !strings.Contains(log, "pool warning during announce; wrote 'web serving v1' back; starting over") {
 		t.Errorf("no start-over logged:\n%s", log)
@@ -142,12 +138,7 @@ func TestUpdateLockDuringAnnounceStartsOver(t *testing.T) {
 	if n := strings.Count(log, "announced 'web leaving v1'"); n != 2 {
 		t.Errorf("announced %d times, want 2 (once interrupted, once completed)", n)
 	}
-	if got := readFile(t, f.pool); got != "web serving v2\n" {
-		t.Errorf("pool file = %q, want %q", got, "web serving v2\n")
-	}
-	if got := readFile(t, f.marker); got != "update saw []\n" {
-		t.Errorf("marker = %q, want one update", got)
-	}
+	f.wantUpdatedOnce(t)
 }
 
 func TestUpdateSignals(t *testing.T) {
@@ -188,9 +179,7 @@ func TestUpdateSignals(t *testing.T) {
 			p.WaitFor(t, 10*time.Second, tc.waitLog, func() bool { return strings.Contains(p.Stderr(), tc.waitLog) })
 			p.Signal(t, tc.sig)
 			// Well under the 30 s sleeps: the signal must interrupt them.
-			if code := p.ExitCode(t, 10*time.Second); code != 0 {
-				t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
-			}
+			exitsZero(t, p, 10*time.Second)
 			if got := readFile(t, f.pool); got != tc.wantPool {
 				t.Errorf("pool file = %q, want %q", got, tc.wantPool)
 			}
@@ -209,9 +198,7 @@ func TestUpdateSignals(t *testing.T) {
 		p.WaitFor(t, 10*time.Second, "update started", func() bool { _, err := os.Stat(started); return err == nil })
 		p.Signal(t, syscall.SIGTERM)
 		writeFile(t, release, "")
-		if code := p.ExitCode(t, 10*time.Second); code != 0 {
-			t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
-		}
+		exitsZero(t, p, 10*time.Second)
 		if got := readFile(t, f.pool); got != "web serving v2\n" {
 			t.Errorf("pool file = %q, want the updated version serving", got)
 		}
@@ -228,9 +215,7 @@ func TestUpdateSignals(t *testing.T) {
 		p.WaitFor(t, 10*time.Second, "update started", func() bool { _, err := os.Stat(started); return err == nil })
 		p.SignalGroup(t, syscall.SIGTERM)
 		writeFile(t, release, "")
-		if code := p.ExitCode(t, 10*time.Second); code != 0 {
-			t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
-		}
+		exitsZero(t, p, 10*time.Second)
 		if _, err := os.Stat(finished); err != nil {
 			t.Errorf("the update command did not finish: %v", err)
 		}
@@ -286,9 +271,7 @@ func TestUpdateFromEnvironment(t *testing.T) {
 				"POLLBAL_ANNOUNCE_WAIT=0.1", "POLLBAL_DRAIN_WAIT=0.1",
 			}, tc.env...)...)
 			p := start(t, env, updateScript)
-			if code := p.ExitCode(t, 15*time.Second); code != 0 {
-				t.Fatalf("exit = %d; stderr:\n%s", code, p.Stderr())
-			}
+			exitsZero(t, p, 15*time.Second)
 			if got := readFile(t, f.pool); got != tc.wantPool {
 				t.Errorf("pool file = %q, want %q", got, tc.wantPool)
 			}
