@@ -145,8 +145,9 @@ func TestReadSettledFile(t *testing.T) {
 			}
 		}
 	}()
-	// The gap is far above the writer's period, so two reads a gap apart always differ.
-	got, err := ReadSettled(context.Background(), busy, 50*time.Millisecond, 400*time.Millisecond)
+	// The gap is 200 times the writer's period, so two reads a gap apart differ unless the writer
+	// is kept off the CPU for the whole gap (50 ms did happen on a loaded 2-core machine under -race).
+	got, err := ReadSettled(context.Background(), busy, 200*time.Millisecond, 600*time.Millisecond)
 	close(stop)
 	wg.Wait()
 	if ReasonOf(err) != ReasonChanging {
