@@ -195,14 +195,27 @@ func (s *hopSet) seeNamed(key []byte, request bool) bool {
 }
 
 // stripResponseHops removes hop-by-hop headers from a backend's response before it goes to the
-// client. Most responses have none and cost one pass over the headers; a second pass runs only
-// when Connection names a header that is not one of the standard hop-by-hop names. A backend's
-// "Connection: close" is about the backend connection, which the round trip has already handled;
-// the client connection stays as the client asked.
+// client. Most responses have none and cost one pass over the headers, which only classifies
+// the names; the headers are collected and deleted (stripHops) only when there is one. A
+// backend's "Connection: close" is about the backend connection, which the round trip has
+// already handled; the client connection stays as the client asked.
+func stripResponseHops(h *fasthttp.ResponseHeader) {
+	for k := range h.All() {
+		if isHop(hopHeader(k), false) {
+			stripHops(h)
+			break
+		}
+	}
+	h.ResetConnectionClose()
+}
+
+// stripHops deletes a response's hop-by-hop headers: those named so, and, in a second pass
+// that runs only when Connection names a header that is not one of the standard hop-by-hop
+// names, those it names.
 //
 // The loops range over h.All() directly (here and in prepareRequest), not through a shared
 // iter.Seq2 parameter: that lets the compiler keep the hopSet on the stack.
-func stripResponseHops(h *fasthttp.ResponseHeader) {
+func stripHops(h *fasthttp.ResponseHeader) {
 	var s hopSet
 	for k, v := range h.All() {
 		s.see(k, v, hopHeader(k), false)
@@ -215,7 +228,6 @@ func stripResponseHops(h *fasthttp.ResponseHeader) {
 	for i := 0; i < s.len(); i++ {
 		h.DelBytes(s.key(i))
 	}
-	h.ResetConnectionClose()
 }
 
 // joined accumulates header values, joined by a separator, in a fixed array; past it, it
