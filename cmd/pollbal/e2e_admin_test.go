@@ -82,7 +82,7 @@ admin:
   listen: ADMIN
   token_file: %s
   state_file: %s
-%spoll: {interval: 200ms, timeout: 150ms}
+%spoll: {interval: 500ms, timeout: 450ms}
 proxy: {tie_break: id}
 services: {web: {}}
 apps: [{name: www, hosts: ["*"]}]

@@ -48,7 +48,7 @@ func TestEndToEndMetrics(t *testing.T) {
 	pb := startPollbal(t, fmt.Sprintf(`site: e2e
 listen: LISTEN
 admin: {listen: ADMIN}
-poll: {interval: 200ms, timeout: 150ms}
+poll: {interval: 500ms, timeout: 450ms}
 services: {web: {warning_threshold: 5}}
 apps:
   - {name: www, hosts: ["*"]}

@@ -32,7 +32,7 @@ func startQueueSetup(t *testing.T, n, capacity int, delay, queueTimeout time.Dur
 	pb := startPollbal(t, fmt.Sprintf(`site: e2e
 listen: LISTEN
 admin: {listen: ADMIN}
-poll: {interval: 200ms, timeout: 150ms}
+poll: {interval: 500ms, timeout: 450ms}
 proxy: {queue_timeout: %s, max_queue: %d}
 services: {web: {warning_threshold: 1}}
 apps:

@@ -25,7 +25,7 @@ func reloadConfig(tokenFile string, backends [][3]string) string {
 	fmt.Fprintf(&b, `site: e2e
 listen: LISTEN
 admin: {listen: ADMIN, token_file: %s}
-poll: {interval: 200ms, timeout: 150ms}
+poll: {interval: 500ms, timeout: 450ms}
 services: {web: {}}
 apps: [{name: www, hosts: ["*"]}]
 backends:
@@ -347,7 +347,7 @@ func TestEndToEndReaddedBackendKeepsItsSlot(t *testing.T) {
 		fmt.Fprintf(&b, `site: e2e
 listen: LISTEN
 admin: {listen: ADMIN, token_file: %s}
-poll: {interval: 200ms, timeout: 150ms}
+poll: {interval: 500ms, timeout: 450ms}
 services: {web: {}}
 apps: [{name: www, hosts: ["*"]}]
 backends:
@@ -455,7 +455,7 @@ func TestEndToEndKillDuringMovesLeavesNoTempFiles(t *testing.T) {
 	pb := startPollbal(t, fmt.Sprintf(`site: e2e
 listen: LISTEN
 admin: {listen: ADMIN, token_file: %s, state_file: %s}
-poll: {interval: 200ms, timeout: 150ms}
+poll: {interval: 500ms, timeout: 450ms}
 services: {web: {}}
 apps: [{name: www, hosts: ["*"]}]
 backends: [{id: web-1, address: %s}]

@@ -22,9 +22,9 @@ listen: LISTEN
 admin:
   listen: ADMIN
 poll:
-  interval: 200ms
-  timeout: 150ms
-  max_backoff: 400ms
+  interval: 500ms
+  timeout: 450ms
+  max_backoff: 1s
 proxy:
   retries: %d
   backend_timeout: 5s

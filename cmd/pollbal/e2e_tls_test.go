@@ -24,7 +24,7 @@ func tlsConfig(tokenFile, plain, minVersion, backend string, pairs ...certstest.
 	fmt.Fprintf(&b, `site: e2e
 listen: %s
 admin: {listen: ADMIN, token_file: %s}
-poll: {interval: 200ms, timeout: 150ms}
+poll: {interval: 500ms, timeout: 450ms}
 services: {web: {}}
 apps: [{name: www, hosts: ["*"]}]
 backends: [{id: web-1, address: %s}]

@@ -28,7 +28,7 @@ func TestEndToEndReloadForgetsRemovedBackendsWarnings(t *testing.T) {
 		cfg := fmt.Sprintf(`site: e2e
 listen: LISTEN
 admin: {listen: ADMIN, token_file: %s}
-poll: {interval: 200ms, timeout: 150ms}
+poll: {interval: 500ms, timeout: 450ms}
 services: {web: {warning_threshold: 3}}
 apps: [{name: www, hosts: ["*"]}]
 backends:

@@ -2,6 +2,11 @@ package main
 
 // End-to-end harness: builds the real pollbal binary and the example backend once, and starts
 // them as processes on 127.0.0.1 with short intervals.
+//
+// The tests' configurations poll every 500 ms with a 450 ms timeout (fall 1): a check between two
+// -race processes on a loaded 2-core machine reached the 150 ms timeout they used to have, and
+// with fall 1 one timed-out check takes a backend out for an interval, which changes where
+// requests go, the readiness and the metrics these tests assert.
 
 import (
 	"encoding/json"

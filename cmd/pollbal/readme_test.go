@@ -103,7 +103,7 @@ admin:
   listen: ADMIN
   token_file: %s
   state_file: %s
-poll: {interval: 200ms, timeout: 150ms}
+poll: {interval: 500ms, timeout: 450ms}
 services: {web: {warning_threshold: 1}}
 apps:
   - {name: shop, hosts: ["shop.example.com"], owner: acme}
