@@ -84,19 +84,23 @@ func TestQueueFIFO(t *testing.T) {
 	}
 }
 
-func TestQueueFullAndTimeout(t *testing.T) {
-	cfg, ids := queueCfg(80*time.Millisecond, 1, 1)
+// TestQueueFull: with max_queue 1 and one waiter queued, the next arrival is refused at once. The
+// queue timeout is long so that the waiter is still queued when the test looks (with 80 ms, a
+// test goroutine kept off the CPU that long on a loaded machine would find the queue empty).
+func TestQueueFull(t *testing.T) {
+	cfg, ids := queueCfg(time.Minute, 1, 1)
 	b := newTestBalancer(t, cfg, nil)
 	markReady(b, ids)
 	held, err := get(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Release()
 	res := make(chan error, 1)
-	began := time.Now()
 	go func() {
-		_, err := get(b, nil)
+		l, err := get(b, nil)
+		if err == nil {
+			l.Release()
+		}
 		res <- err
 	}()
 	testproc.WaitFor(t, 10*time.Second, "one waiter", func() bool { return b.QueueLength("default") == 1 })
@@ -106,7 +110,25 @@ func TestQueueFullAndTimeout(t *testing.T) {
 	if _, err := get(b, nil); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("second waiter with max_queue 1: %v, want ErrQueueFull", err)
 	}
-	if err := <-res; !errors.Is(err, ErrQueueTimeout) {
+	held.Release()
+	if err := <-res; err != nil {
+		t.Fatalf("waiter after the release: %v, want a lease", err)
+	}
+}
+
+// TestQueueTimeout: a waiter no slot frees for gets ErrQueueTimeout, no sooner than queue_timeout,
+// and leaves the queue.
+func TestQueueTimeout(t *testing.T) {
+	cfg, ids := queueCfg(80*time.Millisecond, 1, 1)
+	b := newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	held, err := get(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	began := time.Now()
+	if _, err := get(b, nil); !errors.Is(err, ErrQueueTimeout) {
 		t.Fatalf("waiter: %v, want ErrQueueTimeout", err)
 	}
 	if d := time.Since(began); d < 80*time.Millisecond {
