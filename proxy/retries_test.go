@@ -66,13 +66,16 @@ func slowDrop(t *testing.T, delay time.Duration) *backend {
 }
 
 // The whole forward is bounded by the backend timeout, however many retries are configured:
-// with 8 backends that each take 150 ms to drop the request and a 500 ms backend timeout, no
-// attempt starts 500 ms after the request began, so at most 4 backends (starting at 0, 150,
-// 300 and 450 ms at the earliest) see it, not the 8 that proxy.retries 7 would allow.
+// with 8 backends that each take 200 ms to drop the request and a 1 s backend timeout, no
+// attempt starts 1 s after the request began, so at most 5 backends (starting at 0, 200, 400,
+// 600 and 800 ms at the earliest) see it, not the 8 that proxy.retries 7 would allow. Each
+// attempt has 800 ms to spare before its own backend timeout: with 150 ms against 500 ms, a
+// loaded 2-core machine under -race once stretched one drop past the timeout (504 from the
+// third backend).
 func TestForwardBoundedInTime(t *testing.T) {
 	const (
-		delay   = 150 * time.Millisecond
-		timeout = 500 * time.Millisecond
+		delay   = 200 * time.Millisecond
+		timeout = time.Second
 	)
 	var (
 		backends []configs.Backend
