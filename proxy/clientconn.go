@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -78,16 +77,12 @@ type clientConn struct {
 func (c *clientConn) position() *int { return &c.idx }
 
 // Read reads from the client. It marks the start of a request (the first byte after an idle
-// wait) and the end of its headers.
-//
-// The first read after a response yields first: the client has yet to receive the response
-// and send its next request, so a read at once would usually find nothing (a system call
-// returning EAGAIN, then a park on the poller). Under load the goroutines already runnable go
-// first and the next request has often arrived by then; with nothing else runnable the yield
-// returns at once. roundTrip does the same before reading a backend's answer.
+// wait) and the end of its headers. The first read after a response yields first when the
+// proxy is busy (yieldIfBusy): the client has yet to receive the response and send its next
+// request.
 func (c *clientConn) Read(b []byte) (int, error) {
 	if c.phase.Load()&phaseMask == phaseIdle {
-		runtime.Gosched()
+		c.l.p.yieldIfBusy()
 	}
 	c.io.Add(ioStep | ioReading)
 	n, err := c.Conn.Read(b)

@@ -14,6 +14,8 @@ import (
 // balancer snapshot for the whole request. It never keeps ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.now()
+	p.handling.Add(1)
+	defer p.handling.Add(-1)
 	if c := trackedConn(ctx.Conn()); c != nil {
 		c.handling()
 	}

@@ -363,6 +363,9 @@ func TestLeasesReleased(t *testing.T) {
 			if n := backendOf(t, e.bal, "slow-1").InFlight(); n != 1 {
 				t.Errorf("in flight while forwarding = %d, want 1", n)
 			}
+			if n := e.p.handling.Load(); n != 1 {
+				t.Errorf("requests in the handler while forwarding = %d, want 1", n)
+			}
 			_ = c.Close()
 			// The lease is held until the forward ends (here: the backend timeout).
 		}},
@@ -383,6 +386,8 @@ func TestLeasesReleased(t *testing.T) {
 			tt.run(t)
 			b := backendOf(t, e.bal, tt.backend)
 			testproc.WaitFor(t, 10*time.Second, "lease on "+tt.backend+" to be released", func() bool { return b.InFlight() == 0 })
+			// The busy signal that decides whether reads yield (yieldIfBusy) does not drift.
+			testproc.WaitFor(t, 10*time.Second, "handler count back to 0", func() bool { return e.p.handling.Load() == 0 })
 		})
 	}
 }
