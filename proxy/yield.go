@@ -9,7 +9,7 @@ import "runtime"
 // the read returns EAGAIN, so such a read costs a system call that returns nothing; after a
 // turn of the other runnable goroutines the bytes have usually arrived and the read finds them.
 // On the 2-core bench box, at 50 connections, this takes the reads per request from 3.9 to
-// 2.7 and the system calls from 6.2 to 4.8 (README, Benchmarks).
+// 2.7–2.9 and the system calls from 6.2 to 4.9–5.2 (README, Benchmarks).
 //
 // The yield puts the goroutine at the back of the global run queue, and Go polls the network
 // only when the run queues are empty: a goroutine that still found nothing and parked waits
