@@ -24,7 +24,7 @@ demo: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/ ./balancer/
+	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/ ./balancer/ ./accesslog/
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  echo "NOTE: the status-page browser test was SKIPPED: no chromium installed (apt-get install -y chromium)"
 	@command -v promtool >/dev/null 2>&1 || \

@@ -21,6 +21,9 @@ type Config struct {
 	Alarms   Alarms             `yaml:"alarms"`
 	Fleet    Fleet              `yaml:"fleet"`
 	TLS      TLS                `yaml:"tls"`
+
+	// AccessLog says whether and how every request is recorded.
+	AccessLog AccessLog `yaml:"access_log"`
 }
 
 // Admin configures the admin listener (status page, state API, metrics, admin API).

@@ -31,6 +31,10 @@ const (
 	defaultFleetInstances = 1
 	defaultTLSMinVersion  = TLSVersion12
 
+	defaultAccessLogFormat = FormatJSON
+	defaultAccessLogSample = 1.0
+	defaultAccessLogBuffer = 256 << 10
+
 	defaultEtcdDialTimeout = 2 * time.Second
 	// DefaultEtcdPrefix is admin.store.etcd.prefix when the YAML does not set one.
 	DefaultEtcdPrefix = "/pollbal/"
@@ -80,6 +84,11 @@ func Default() *Config {
 		Alarms: Alarms{DedupWindow: defaultDedupWindow},
 		Fleet:  Fleet{Instances: defaultFleetInstances},
 		TLS:    TLS{MinVersion: defaultTLSMinVersion},
+		AccessLog: AccessLog{
+			Format: defaultAccessLogFormat,
+			Sample: defaultAccessLogSample,
+			Buffer: defaultAccessLogBuffer,
+		},
 	}
 }
 

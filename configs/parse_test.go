@@ -128,6 +128,14 @@ tls:
     - cert_file: /etc/pollbal/a.crt
       key_file: /etc/pollbal/a.key
   min_version: 1.3
+access_log:
+  path: /var/log/pollbal/access.log
+  format: combined
+  statuses: ["5xx", "429"]
+  min_duration: 2s
+  sample: 0.25
+  buffer: 65536
+  headers: [Referer, User-Agent]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +166,9 @@ tls:
 		Fleet:    Fleet{Instances: 3},
 		TLS: TLS{Listen: "127.0.0.1:8443", MinVersion: TLSVersion13,
 			Certificates: []Certificate{{CertFile: "/etc/pollbal/a.crt", KeyFile: "/etc/pollbal/a.key"}}},
+		AccessLog: AccessLog{Path: "/var/log/pollbal/access.log", Format: FormatCombined,
+			Statuses: []string{"5xx", "429"}, MinDuration: 2 * time.Second, Sample: 0.25, Buffer: 65536,
+			Headers: []string{"Referer", "User-Agent"}},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse:\n got  %+v\n want %+v", c, want)

@@ -93,6 +93,8 @@ func scalarConverter(t reflect.Type) scalarFunc {
 	case reflect.TypeFor[int]():
 		// yaml.v3 would truncate 1.5 into an int; only an !!int scalar is an integer here.
 		return read("an integer", tagged[int]("!!int"))
+	case reflect.TypeFor[float64]():
+		return read("a number", parseNumber)
 	case reflect.TypeFor[time.Duration]():
 		return read("a duration", parseDuration)
 	case reflect.TypeFor[*bool]():
@@ -135,6 +137,15 @@ func tagged[T any](tag string) func(n *yaml.Node, want string) (T, error) {
 		}
 		return v, nil
 	}
+}
+
+// parseNumber reads a number written as an integer or a decimal (1, 0.25, .5).
+func parseNumber(n *yaml.Node, want string) (float64, error) {
+	var v float64
+	if tag := n.ShortTag(); (tag != "!!int" && tag != "!!float") || n.Decode(&v) != nil {
+		return 0, fmt.Errorf("must be %s, got %q (line %d)", want, n.Value, n.Line)
+	}
+	return v, nil
 }
 
 func parseDuration(n *yaml.Node, _ string) (time.Duration, error) {

@@ -100,6 +100,7 @@ func (c *Config) validateTop(p *problemList) {
 	}
 	positive(p, "alarms.dedup_window", c.Alarms.DedupWindow)
 	atLeast(p, "fleet.instances", c.Fleet.Instances, 1)
+	c.validateAccessLog(p)
 }
 
 // errNoListener marks an empty listen (plain HTTP off) for the checks that compare addresses.

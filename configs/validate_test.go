@@ -292,6 +292,9 @@ func TestValidateDoesNotPanic(t *testing.T) {
 			"proxy.max_queue: must be >= 1 (got 0)",
 			"alarms.dedup_window: must be > 0 (got 0s)",
 			"fleet.instances: must be >= 1 (got 0)",
+			`access_log.format: must be "json" or "combined" (got "")`,
+			"access_log.sample: must be > 0 and <= 1 (got 0)",
+			"access_log.buffer: must be >= 4096 (got 0)",
 			"services: at least one service required",
 		}},
 		{name: "default config", c: Default(), want: []string{
