@@ -37,6 +37,12 @@ type Backend struct {
 	failStreak atomic.Int64
 	ejected    atomic.Bool
 	health     atomic.Pointer[Health]
+
+	// errors are pollbal_backend_errors_total{backend,reason}, by ErrorReason.
+	errors [numErrorReasons]prometheus.Counter
+	// lastLogged is when the last warn line about a failed forward was written (Unix
+	// nanoseconds, 0: never); unlogged counts the failures left out since (failures.go).
+	lastLogged, unlogged atomic.Int64
 }
 
 func newBackend(id, address string, s *slot) *Backend {

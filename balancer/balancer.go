@@ -140,7 +140,7 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 			continue
 		}
 		next[cb.ID] = newBackend(cb.ID, cb.Address, b.slots[configs.AddressKey(cb.Address)])
-		next[cb.ID].full = b.metrics.full.WithLabelValues(cb.ID)
+		b.metrics.resolveBackend(next[cb.ID])
 	}
 	var replaced []*Backend
 	for id, old := range b.backends {
@@ -153,8 +153,7 @@ func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
 			replaced = append(replaced, old)
 		}
 		if next[id] == nil {
-			b.metrics.ignored.DeleteLabelValues(id)
-			b.metrics.full.DeleteLabelValues(id)
+			b.metrics.forgetBackend(id)
 		}
 	}
 	b.backends = next

@@ -16,7 +16,10 @@
 // health; limits stay within the capacities the hints were built with. Per-app metric handles
 // (the pool counters, and the answered-request series the proxy records into, requests.go) are
 // resolved once per app and kept on its App, so a request looks nothing up; an app that leaves
-// the configuration has its series deleted for good. The package never imports poller, warning,
+// the configuration has its series deleted for good. A lease reports how its forward ended
+// (Answered, Full, Failed): a failed forward is counted per backend and reason, logged at warn
+// at most once a second per backend, and, like a 502/503/504 under proxy.eject_on_5xx, counts
+// towards eject_after when it says the backend cannot serve (failures.go). The package never imports poller, warning,
 // proxy or admin (imports_test.go): check results arrive through Observe, the warning round
 // reads the ready members through EachReady, and readers use the quiet State path.
 package balancer

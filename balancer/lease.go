@@ -56,8 +56,14 @@ func (l *Lease) Release() {
 	}
 }
 
-// Succeeded records a forward that reached the backend, resetting its failure streak.
-func (l Lease) Succeeded() {
+// Answered records a forward that the backend answered with status code: it ends the
+// backend's failure streak, except for a 502, 503 or 504 under proxy.eject_on_5xx, which
+// counts towards eject_after like a failed forward. A refusal as full is recorded by Full.
+func (l Lease) Answered(code int) {
+	if ejectsAnswer(code, l.snap.cfg.Proxy.EjectOn5xx) {
+		l.countFailure()
+		return
+	}
 	if l.Backend.failStreak.Load() != 0 {
 		l.Backend.failStreak.Store(0)
 	}
@@ -70,9 +76,20 @@ func (l Lease) Full() {
 	l.snap.backendFull(l)
 }
 
-// Failed records a forward that could not reach the backend; eject_after consecutive failures
-// take it out of scheduling until its next good check.
-func (l Lease) Failed() {
+// Failed records a failed forward: it is counted in pollbal_backend_errors_total{backend,
+// reason}, logged at warn (at most once a second per backend), and, unless the backend
+// answered something unusable, counted towards eject_after.
+func (l Lease) Failed(f Failure) {
+	l.Backend.errors[f.Reason].Inc()
+	l.snap.bal.logFailure(l.Backend, l.Pool, f)
+	if ejects(f.Reason) {
+		l.countFailure()
+	}
+}
+
+// countFailure adds one to the backend's failure streak; eject_after in a row take it out of
+// scheduling until its next good check.
+func (l Lease) countFailure() {
 	n := l.Backend.failStreak.Add(1)
 	limit := int64(l.snap.cfg.Proxy.EjectAfter)
 	if limit > 0 && n >= limit && l.Backend.ejected.CompareAndSwap(false, true) {

@@ -25,6 +25,7 @@ type metrics struct {
 	fallback  *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
 	full      *prometheus.CounterVec
+	errors    *prometheus.CounterVec   // pollbal_backend_errors_total
 	requests  *prometheus.CounterVec   // pollbal_requests_total (requests.go)
 	durations *prometheus.HistogramVec // pollbal_request_duration_seconds
 	noApp     *RequestMetrics          // requests that matched no app
@@ -47,16 +48,35 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 		full: metric.Counters("pollbal_backend_full_total",
 			"Requests the backend refused as full (503 with X-Pool-Full) before doing any work; each went on to the next candidate.",
 			"backend"),
+		errors: metric.Counters("pollbal_backend_errors_total",
+			"Failed forwards to the backend by reason: connect (no connection, other than refused), refused (connection refused), timeout (no answer within proxy.backend_timeout), reset (connection broken without an answer), bad_response (an unusable answer).",
+			"backend", "reason"),
 		ready:    prometheus.NewDesc("pollbal_backend_ready", "1 when the backend's last checks make it ready, else 0.", []string{"backend", "pool"}, nil),
 		inFlight: prometheus.NewDesc("pollbal_backend_in_flight", "Requests this instance has in flight on the backend (leases held).", []string{"backend"}, nil),
 		limit:    prometheus.NewDesc("pollbal_backend_limit", "Requests this instance may have in flight on the backend now: its share of the capacity for the fleet (fleet.instances, load reports), slow start applied.", []string{"backend"}, nil),
 	}
 	m.requests, m.durations = newRequestVecs()
-	if err := metric.Register(reg, m.exhausted, m.fallback, m.ignored, m.full, m.requests, m.durations, m); err != nil {
+	if err := metric.Register(reg, m.exhausted, m.fallback, m.ignored, m.full, m.errors, m.requests, m.durations, m); err != nil {
 		return nil, fmt.Errorf("register balancer metrics: %w", err)
 	}
 	m.noApp = m.newRequestMetrics(noAppLabel)
 	return m, nil
+}
+
+// resolveBackend resolves the per-backend counter children of rt (every error reason's
+// included, so each series exists from the start).
+func (m *metrics) resolveBackend(rt *Backend) {
+	rt.full = m.full.WithLabelValues(rt.ID)
+	for r := range rt.errors {
+		rt.errors[r] = m.errors.WithLabelValues(rt.ID, ErrorReason(r).String())
+	}
+}
+
+// forgetBackend deletes the per-backend series of a backend id the configuration no longer has.
+func (m *metrics) forgetBackend(id string) {
+	m.ignored.DeleteLabelValues(id)
+	m.full.DeleteLabelValues(id)
+	m.errors.DeletePartialMatch(prometheus.Labels{"backend": id})
 }
 
 func (m *metrics) appCounters(app, pool string) *appCounters {

@@ -288,7 +288,7 @@ func TestEjectAfterFailedForwards(t *testing.T) {
 		if err != nil {
 			t.Fatalf("forward %d: %v", i, err)
 		}
-		l.Failed()
+		l.Failed(Failure{Reason: ErrorReset, App: "www"})
 		l.Release()
 	}
 	if _, err := s.Acquire(app, nil); !errors.Is(err, ErrNoCandidate) {

@@ -82,7 +82,8 @@ type Proxy struct {
 	MaxRequestBody int           `yaml:"max_request_body"`
 	Retries        int           `yaml:"retries"`
 	EjectAfter     int           `yaml:"eject_after"`
-	TieBreak       string        `yaml:"tie_break"` // TieBreakRotate or TieBreakID
+	EjectOn5xx     bool          `yaml:"eject_on_5xx"` // 502/503/504 answers count towards EjectAfter too
+	TieBreak       string        `yaml:"tie_break"`    // TieBreakRotate or TieBreakID
 	SlowStart      time.Duration `yaml:"slow_start"`
 
 	// Limits and timeouts of the client side.

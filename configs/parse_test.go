@@ -42,6 +42,7 @@ backends:
 		{name: "proxy.max_request_body", got: c.Proxy.MaxRequestBody, want: 10485760},
 		{name: "proxy.retries", got: c.Proxy.Retries, want: 1},
 		{name: "proxy.eject_after", got: c.Proxy.EjectAfter, want: 3},
+		{name: "proxy.eject_on_5xx", got: c.Proxy.EjectOn5xx, want: false},
 		{name: "proxy.tie_break", got: c.Proxy.TieBreak, want: "rotate"},
 		{name: "proxy.slow_start", got: c.Proxy.SlowStart, want: time.Duration(0)},
 		{name: "fleet.instances", got: c.Fleet.Instances, want: 1},
@@ -86,6 +87,7 @@ proxy:
   max_request_body: 2048
   retries: 0
   eject_after: 0
+  eject_on_5xx: true
   tie_break: id
   slow_start: 20s
   max_connections: 500
@@ -146,7 +148,7 @@ access_log:
 		Admin:   Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json"},
 		Poll:    Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024},
 		Warning: Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
-		Proxy: Proxy{BackendTimeout: 90 * time.Second, MaxRequestBody: 2048, Retries: 0, EjectAfter: 0,
+		Proxy: Proxy{BackendTimeout: 90 * time.Second, MaxRequestBody: 2048, Retries: 0, EjectAfter: 0, EjectOn5xx: true,
 			TieBreak: TieBreakID, SlowStart: 20 * time.Second,
 			MaxConnections: 500, HeaderTimeout: 5 * time.Second, ClientTimeout: 20 * time.Second,
 			IdleTimeout: 30 * time.Second, ShutdownTimeout: 15 * time.Second, BufferRequestBody: 1024,
@@ -292,6 +294,8 @@ func TestParseBadValues(t *testing.T) {
 			`proxy.trusted_proxies: must be a list, got a string (line 15)`}},
 		{name: "negative connection limit", doc: "proxy:\n  max_connections: 0\n  header_timeout: 0s\n", want: []string{
 			"proxy.max_connections: must be >= 1 (got 0) (line 15)", "proxy.header_timeout: must be > 0 (got 0s) (line 16)"}},
+		{name: "eject_on_5xx not a boolean", doc: "proxy:\n  eject_on_5xx: sometimes\n", want: []string{
+			`proxy.eject_on_5xx: must be true or false, got "sometimes" (line 15)`}},
 		{name: "valid value for contrast", doc: "alarms:\n  dedup_window: 1m\n", want: nil},
 	}
 	checkProblems(t, baseYAML, tests)

@@ -97,6 +97,8 @@ func scalarConverter(t reflect.Type) scalarFunc {
 		return read("a number", parseNumber)
 	case reflect.TypeFor[time.Duration]():
 		return read("a duration", parseDuration)
+	case reflect.TypeFor[bool]():
+		return read("true or false", tagged[bool]("!!bool"))
 	case reflect.TypeFor[*bool]():
 		return read("true or false", func(n *yaml.Node, want string) (*bool, error) {
 			v, err := tagged[bool]("!!bool")(n, want)

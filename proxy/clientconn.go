@@ -65,9 +65,11 @@ type clientConn struct {
 
 	// secure is the TLS connection on top of this one (TLS listener), nil for plain HTTP; it is
 	// set before the connection joins the scanned set and never changes. Its request bytes are seen decrypted (tlsConn.Read),
-	// not here. handshook turns true with the first decrypted byte.
+	// not here. handshook turns true once the handshake is over; rawRead once a byte of it
+	// arrived (the serving goroutine's own).
 	secure    *tls.Conn
 	handshook atomic.Bool
+	rawRead   bool
 
 	// Owned by the scanner, under l.mu.
 	rec record
@@ -87,8 +89,12 @@ func (c *clientConn) Read(b []byte) (int, error) {
 	c.io.Add(ioStep | ioReading)
 	n, err := c.Conn.Read(b)
 	c.io.Add(ioStep - ioReading)
-	if n > 0 && c.secure == nil {
-		c.sawBytes(b[:n])
+	if n > 0 {
+		if c.secure == nil {
+			c.sawBytes(b[:n])
+		} else {
+			c.rawRead = true
+		}
 	}
 	return n, err
 }

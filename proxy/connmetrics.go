@@ -16,6 +16,8 @@ type connMetrics struct {
 
 	headerTimeouts, clientTimeouts, idleTimeouts prometheus.Counter
 	upgradeIdleTimeouts                          prometheus.Counter
+
+	tlsHandshakeErrors prometheus.Counter
 }
 
 // newConnMetrics registers the connection metrics; open is read for the connections gauge,
@@ -33,6 +35,10 @@ func newConnMetrics(reg prometheus.Registerer, open, upgraded func() float64) (*
 			Name: "pollbal_client_connections_refused_total",
 			Help: "Client connections closed at once because proxy.max_connections were open.",
 		}),
+		tlsHandshakeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pollbal_tls_handshake_errors_total",
+			Help: "TLS handshakes on the TLS listener that failed or did not finish within proxy.header_timeout; a connection closed before sending a byte is not counted. They are not requests.",
+		}),
 		headerTimeouts: timeouts.WithLabelValues("header"),
 		clientTimeouts: timeouts.WithLabelValues("client"),
 		idleTimeouts:   timeouts.WithLabelValues("idle"),
@@ -47,7 +53,7 @@ func newConnMetrics(reg prometheus.Registerer, open, upgraded func() float64) (*
 		Name: "pollbal_upgraded_connections",
 		Help: "Upgraded (WebSocket) connections open now; each holds its backend's slot.",
 	}, upgraded)
-	if err := metric.Register(reg, m.acceptErrors, m.refused, timeouts, gauge, upgradedGauge); err != nil {
+	if err := metric.Register(reg, m.acceptErrors, m.refused, m.tlsHandshakeErrors, timeouts, gauge, upgradedGauge); err != nil {
 		return nil, fmt.Errorf("register connection metrics: %w", err)
 	}
 	return m, nil

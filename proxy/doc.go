@@ -4,8 +4,10 @@
 // lease when the forward ends. It makes the answers pollbal gives itself (404 no_app,
 // 503 pool_exhausted, 413 body_too_large, 502 backend_unreachable and bad_response, 504
 // backend_timeout), strips hop-by-hop headers both ways, adds X-Forwarded-* and X-Pollbal-*
-// headers, retries requests that could not reach a backend on the next candidate, and counts
-// requests per app and status code in the metrics the balancer keeps on each app.
+// headers, retries requests that could not reach a backend on the next candidate, reports each
+// forward's end to its lease (a failed one with its reason: counted, logged and towards
+// eject_after in the balancer), counts requests per app and status code in the metrics the
+// balancer keeps on each app, and its own answers by reason (answermetrics.go).
 //
 // Bodies are streamed with bounded memory both ways. A response body up to 64 KiB
 // is read whole and answered, freeing the backend connection and lease at once; a larger one,

@@ -21,6 +21,7 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	}
 	snap := p.bal.Snapshot()
 	app := snap.Route(ctx.Host())
+	own := true // the answer is pollbal's own, not a backend's
 	switch {
 	case refusedMethod(ctx.Request.Header.Method()):
 		answerMethodNotAllowed(ctx)
@@ -29,30 +30,49 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	case app == nil:
 		answerNoApp(ctx)
 	default:
-		if p.forwardSafely(ctx, snap, app, start) {
+		switch p.forwardSafely(ctx, snap, app, start) {
+		case endStreamed:
 			// A streamed body: its end records the duration (stream.go).
 			if p.stopping.Load() {
 				ctx.SetConnectionClose()
 			}
 			snap.Requests(app).Count(ctx.Response.StatusCode())
 			return
+		case endGone:
+			return // no request was answered: forward counted a client gone
+		case endRelayed:
+			own = false
 		}
 	}
 	if p.stopping.Load() {
 		ctx.SetConnectionClose()
 	}
-	snap.Requests(app).Done(ctx.Response.StatusCode(), p.clock.now()-start)
+	code := ctx.Response.StatusCode()
+	snap.Requests(app).Done(code, p.clock.now()-start)
+	if own {
+		p.answers.count(code, &ctx.Response.Header)
+	}
 }
+
+// forwardEnd is how a forward left its request.
+type forwardEnd uint8
+
+const (
+	endAnswered forwardEnd = iota // ctx.Response holds pollbal's own answer
+	endRelayed                    // ctx.Response holds the backend's answer, read whole
+	endStreamed                   // the backend's answer, whose streamed body records the request's duration
+	endGone                       // the client went away before an answer: no request to count
+)
 
 // forwardSafely is forward with a panic contained to its request: the lease was already
 // released by attempt's deferred Release while the panic unwound, the client gets a 500
 // internal_error, and the process keeps serving.
-func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) (timed bool) {
+func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) (end forwardEnd) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("panic while forwarding; answered 500", "app", app.Name, "panic", r)
 			answerInternalError(ctx)
-			timed = false
+			end = endAnswered
 		}
 	}()
 	return p.forward(ctx, snap, app, start)
@@ -70,20 +90,21 @@ func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot,
 // or pollbal answers, within queue_timeout + 2 × backend_timeout (and the watchdog's two
 // ticks) whatever the number of retries. The request is then answered for the last failure.
 //
-// timed reports a response whose body is streamed: the stream records the request's duration
-// when its last byte has been written (pollbal_request_duration_seconds), so the caller only
-// counts the request.
-func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) (timed bool) {
+// endStreamed reports a response whose body is streamed: the stream records the request's
+// duration when its last byte has been written (pollbal_request_duration_seconds), so the
+// caller only counts the request. endGone reports a client that went away while its request
+// was queued or with a backend: it is counted in pollbal_client_gone_total, not as a request.
+func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) forwardEnd {
 	pc := &snap.Config().Proxy
 	up, ok := p.planBody(ctx, pc)
 	if !ok {
-		return false
+		return endAnswered
 	}
 	http10 := !ctx.Request.Header.IsHTTP11() // prepareRequest makes the request HTTP/1.1
 	upgrade := prepareRequest(ctx, p.trust.get(snap.Config()))
 	if upgrade == upgradeRefused {
 		answerUpgradeUnsupported(ctx)
-		return false
+		return endAnswered
 	}
 	idem := idempotent(ctx.Request.Header.Method())
 
@@ -118,7 +139,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			if http10 && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0 {
 				p.relayUntilClose(ctx, pc.ClientTimeout)
 			}
-			return streamed
+			if streamed {
+				return endStreamed
+			}
+			return endRelayed
 		case outcomeFull:
 			// Nothing was processed: the next candidate at once, for any method, without
 			// using a retry; a streamed body cannot be sent again.
@@ -132,17 +156,25 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			} else {
 				answerFailure(ctx, failed, app, last, pool)
 			}
-			return false
+			return endAnswered
+		case outcomeLeftQueue:
+			p.answers.goneQueued.Inc()
+			answerClientGone(ctx, nil)
+			return endGone
 		case outcomeClientGone:
 			answerClientGone(ctx, up)
-			return false
+			if up == nil || up.clientErr == nil {
+				p.answers.goneForwarding.Inc()
+				return endGone
+			}
+			return endAnswered // its body could not be read: answered 400 or 408
 		case outcomeQueueFull, outcomeQueueTimeout:
 			answerQueued(ctx, app, o == outcomeQueueFull)
-			return false
+			return endAnswered
 		case outcomeBodyTooLarge:
 			answerBodyTooLarge(ctx, pc.MaxRequestBody)
 			ctx.SetConnectionClose()
-			return false
+			return endAnswered
 		}
 		if o == outcomeNoCandidate {
 			break
@@ -155,10 +187,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	}
 	if last == nil {
 		answerExhausted(ctx, app)
-		return false
+		return endAnswered
 	}
 	answerFailure(ctx, failed, app, last, pool)
-	return false
+	return endAnswered
 }
 
 // maxFullRefusals bounds the candidates one request tries after refusals as full.
@@ -235,16 +267,16 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		return outcomeFull, lease.Backend, lease.Pool
 	}
 	if o == outcomeOK {
-		lease.Succeeded()
+		lease.Answered(ctx.Response.StatusCode())
 		relayResponse(&ctx.Response.Header, lease.Backend.ID, lease.Pool)
 		return o, lease.Backend, lease.Pool
 	}
-	if unreachable(o) {
-		lease.Failed()
+	if reason, ok := backendError(o, err); ok {
+		// Counted, logged at warn (rate-limited per backend) and towards eject_after there.
+		lease.Failed(balancer.Failure{Reason: reason, App: app.Name, Err: err})
+	} else {
+		p.log.Debug("forward ended without an answer", "app", app.Name, "backend", lease.Backend.ID, "error", err)
 	}
-	// Debug only: a failing backend fails every request; ejections, alarms and
-	// pollbal_requests_total are where operators see it.
-	p.log.Debug("forward failed", "app", app.Name, "backend", lease.Backend.ID, "error", err)
 	return o, lease.Backend, lease.Pool
 }
 

@@ -158,6 +158,7 @@ type env struct {
 	t      testing.TB
 	bal    *balancer.Balancer
 	balReg *prometheus.Registry // the balancer's metrics
+	reg    *prometheus.Registry // the proxy's metrics
 	p      *Proxy
 	ln     *fasthttputil.InmemoryListener
 	client *fasthttp.HostClient
@@ -173,11 +174,12 @@ func newEnv(t testing.TB, cfg *configs.Config, ready ...string) *env {
 	}
 	t.Cleanup(bal.Close)
 	markReady(bal, ready...)
-	p, err := New(Options{Balancer: bal, Registerer: prometheus.NewRegistry()})
+	reg := prometheus.NewRegistry()
+	p, err := New(Options{Balancer: bal, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, bal: bal, balReg: balReg, p: p, ln: fasthttputil.NewInmemoryListener(), served: make(chan error, 1)}
+	e := &env{t: t, bal: bal, balReg: balReg, reg: reg, p: p, ln: fasthttputil.NewInmemoryListener(), served: make(chan error, 1)}
 	e.client = e.newClient()
 	go func() { e.served <- p.Serve(e.ln) }()
 	t.Cleanup(func() {

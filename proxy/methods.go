@@ -47,5 +47,6 @@ func (p *Proxy) expectContinue(ctx *fasthttp.RequestCtx) int {
 	}
 	code := ctx.Response.StatusCode()
 	snap.Requests(snap.Route(ctx.Host())).Count(code)
+	p.answers.count(code, &ctx.Response.Header)
 	return code
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/balancer"
 )
 
 // outcome is how one forward attempt ended.
@@ -26,6 +28,7 @@ const (
 	outcomeFull                        // the backend refused it as full (503 + X-Pool-Full) before doing any work
 	outcomeQueueFull                   // no candidate, and the pool's queue was full
 	outcomeQueueTimeout                // no candidate, and no slot came within proxy.queue_timeout
+	outcomeLeftQueue                   // no candidate, and the client went away while queued
 )
 
 // headerFull marks a backend's 503 that refused a request before doing any work.
@@ -87,11 +90,26 @@ func retryable(o outcome, idempotent bool) bool {
 	return false
 }
 
-// unreachable reports whether the outcome counts as a failed forward for eject_after: the
-// backend could not be reached, or dropped the connection without an answer. Timeouts, bad
-// answers and our own connection limit do not count.
-func unreachable(o outcome) bool {
-	return o == outcomeNotSent || o == outcomeConnFailed
+// backendError is the reason a failed attempt is counted under in
+// pollbal_backend_errors_total (and, for every reason but bad_response, towards eject_after);
+// ok is false for an attempt that did not fail because of the backend (the client went away,
+// its body was too large, our own connection limit). A dial the backend's host refused is
+// refused; any other dial failure (a timeout, an unreachable host) is connect.
+func backendError(o outcome, err error) (r balancer.ErrorReason, ok bool) {
+	switch o {
+	case outcomeNotSent:
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return balancer.ErrorRefused, true
+		}
+		return balancer.ErrorConnect, true
+	case outcomeConnFailed:
+		return balancer.ErrorReset, true
+	case outcomeTimeout:
+		return balancer.ErrorTimeout, true
+	case outcomeBadResponse:
+		return balancer.ErrorBadResponse, true
+	}
+	return 0, false
 }
 
 // idempotent reports whether a request method may be repeated without changing its effect

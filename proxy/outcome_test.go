@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/balancer"
 )
 
 func TestClassify(t *testing.T) {
@@ -42,27 +44,62 @@ func TestClassify(t *testing.T) {
 
 func TestRetryable(t *testing.T) {
 	tests := []struct {
-		name            string
-		o               outcome
-		idempotent      bool
-		wantRetry       bool
-		wantUnreachable bool
+		name       string
+		o          outcome
+		idempotent bool
+		want       bool
 	}{
-		{name: "nothing sent, POST", o: outcomeNotSent, wantRetry: true, wantUnreachable: true},
-		{name: "nothing sent, GET", o: outcomeNotSent, idempotent: true, wantRetry: true, wantUnreachable: true},
-		{name: "our connection limit", o: outcomeBusy, wantRetry: true},
-		{name: "connection failed, POST", o: outcomeConnFailed, wantUnreachable: true},
-		{name: "connection failed, GET", o: outcomeConnFailed, idempotent: true, wantRetry: true, wantUnreachable: true},
+		{name: "nothing sent, POST", o: outcomeNotSent, want: true},
+		{name: "nothing sent, GET", o: outcomeNotSent, idempotent: true, want: true},
+		{name: "our connection limit", o: outcomeBusy, want: true},
+		{name: "connection failed, POST", o: outcomeConnFailed},
+		{name: "connection failed, GET", o: outcomeConnFailed, idempotent: true, want: true},
 		{name: "timeout, GET", o: outcomeTimeout, idempotent: true},
 		{name: "bad response, GET", o: outcomeBadResponse, idempotent: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := retryable(tt.o, tt.idempotent); got != tt.wantRetry {
-				t.Errorf("retryable = %v, want %v", got, tt.wantRetry)
+			if got := retryable(tt.o, tt.idempotent); got != tt.want {
+				t.Errorf("retryable = %v, want %v", got, tt.want)
 			}
-			if got := unreachable(tt.o); got != tt.wantUnreachable {
-				t.Errorf("unreachable = %v, want %v", got, tt.wantUnreachable)
+		})
+	}
+}
+
+// TestBackendError is the table from a failed attempt to its pollbal_backend_errors_total
+// reason: every outcome, with the errors that tell refused from connect.
+func TestBackendError(t *testing.T) {
+	refused := &dialError{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	tests := []struct {
+		name   string
+		o      outcome
+		err    error
+		want   balancer.ErrorReason
+		wantOK bool
+	}{
+		{name: "dial refused", o: outcomeNotSent, err: refused, want: balancer.ErrorRefused, wantOK: true},
+		{name: "dial timed out", o: outcomeNotSent, err: &dialError{err: fasthttp.ErrDialTimeout}, want: balancer.ErrorConnect, wantOK: true},
+		{name: "host unreachable", o: outcomeNotSent, err: &dialError{err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}}, want: balancer.ErrorConnect, wantOK: true},
+		{name: "name does not resolve", o: outcomeNotSent, err: &dialError{err: &net.DNSError{Err: "no such host", Name: "backend.invalid", IsNotFound: true}}, want: balancer.ErrorConnect, wantOK: true},
+		{name: "reset after sending", o: outcomeConnFailed, err: syscall.ECONNRESET, want: balancer.ErrorReset, wantOK: true},
+		{name: "closed before an answer", o: outcomeConnFailed, err: io.EOF, want: balancer.ErrorReset, wantOK: true},
+		{name: "no answer in time", o: outcomeTimeout, err: fasthttp.ErrTimeout, want: balancer.ErrorTimeout, wantOK: true},
+		{name: "unusable answer", o: outcomeBadResponse, err: errUnexpectedSwitch, want: balancer.ErrorBadResponse, wantOK: true},
+		{name: "answered", o: outcomeOK},
+		{name: "refused as full is not an error", o: outcomeFull},
+		{name: "our own connection limit", o: outcomeBusy, err: fasthttp.ErrNoFreeConns},
+		{name: "client went away", o: outcomeClientGone, err: errClientGone},
+		{name: "client left the queue", o: outcomeLeftQueue},
+		{name: "body too large", o: outcomeBodyTooLarge, err: errBodyTooLarge},
+		{name: "no candidate", o: outcomeNoCandidate},
+		{name: "queue full", o: outcomeQueueFull},
+		{name: "queue timeout", o: outcomeQueueTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := backendError(tt.o, tt.err)
+			if ok != tt.wantOK || (ok && got != tt.want) {
+				t.Errorf("backendError = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}

@@ -44,7 +44,8 @@ type Proxy struct {
 
 	open        atomic.Int64 // client connections open, on every listener (max_connections)
 	connMetrics *connMetrics
-	upgrades    upgradeSet // upgraded (WebSocket) connections open
+	answers     *answerMetrics // pollbal_responses_total, pollbal_client_gone_total
+	upgrades    upgradeSet     // upgraded (WebSocket) connections open
 
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
@@ -85,6 +86,9 @@ func New(o Options) (*Proxy, error) {
 	upgraded := func() float64 { return float64(p.upgrades.len()) }
 	var err error
 	if p.connMetrics, err = newConnMetrics(o.Registerer, open, upgraded); err != nil {
+		return nil, err
+	}
+	if p.answers, err = newAnswerMetrics(o.Registerer); err != nil {
 		return nil, err
 	}
 	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
@@ -231,11 +235,17 @@ func bufferLimit(pc *configs.Proxy) int {
 }
 
 // errorHandler answers requests the server could not read (body over the limit, malformed or
-// oversized headers) and counts them under the app their Host matches, if any.
+// oversized headers) and counts them under the app their Host matches, if any. A TLS
+// handshake that failed is no request: it was counted as such (tlsConn.handshake), and no
+// answer can be written on its connection.
 func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if tc, ok := ctx.Conn().(*tlsConn); ok && !tc.shook {
+		return
+	}
 	snap := p.bal.Snapshot()
 	code := answerServerError(ctx, err, snap.Config().Proxy.MaxRequestBody)
 	snap.Requests(snap.Route(ctx.Host())).Count(code)
+	p.answers.count(code, &ctx.Response.Header)
 }
 
 // serverLog routes fasthttp's own messages (mostly clients that went away mid-request) to the

@@ -24,7 +24,7 @@ func queueOutcome(err error) outcome {
 	case errors.Is(err, balancer.ErrQueueTimeout):
 		return outcomeQueueTimeout
 	case errors.Is(err, balancer.ErrGone):
-		return outcomeClientGone
+		return outcomeLeftQueue
 	}
 	return outcomeNoCandidate
 }

@@ -50,6 +50,22 @@ func family(t testing.TB, reg prometheus.Gatherer, name string) []*dto.Metric {
 	return nil
 }
 
+// seriesValue is the value of the counter name{labels} (name, value pairs) the registry
+// exposes, and whether that series exists.
+func seriesValue(t testing.TB, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	for _, m := range family(t, reg, name) {
+		match := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			match = match && labelOf(m, labels[i]) == labels[i+1]
+		}
+		if match {
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
 func labelOf(m *dto.Metric, name string) string {
 	for _, lp := range m.GetLabel() {
 		if lp.GetName() == name {

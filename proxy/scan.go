@@ -140,12 +140,11 @@ func (l *listener) cut(c *clientConn, v verdict) {
 	switch v {
 	case cutHeader:
 		m.headerTimeouts.Inc()
-		l.p.bal.Snapshot().Requests(nil).Count(fasthttp.StatusRequestTimeout)
 		// In its own goroutine: the scanner never waits on a client.
 		go func() {
 			// Headers that completed since the scan are a request now: no 408 across its answer.
 			if c.phase.Load()&phaseMask == phaseHeader {
-				c.write408()
+				l.timedOutHeader(c)
 			}
 			_ = c.Close()
 		}()
@@ -158,6 +157,19 @@ func (l *listener) cut(c *clientConn, v verdict) {
 		m.idleTimeouts.Inc()
 	}
 	_ = c.Close()
+}
+
+// timedOutHeader answers a connection whose request headers came too late with 408
+// request_timeout, and counts the request; over TLS, a handshake still going cannot be answered
+// and is counted as a failed handshake instead (see write408).
+func (l *listener) timedOutHeader(c *clientConn) {
+	if c.secure != nil && !c.handshook.Load() {
+		l.p.connMetrics.tlsHandshakeErrors.Inc()
+		return
+	}
+	l.p.bal.Snapshot().Requests(nil).Count(fasthttp.StatusRequestTimeout)
+	l.p.answers.requestTimeout.Inc()
+	c.write408()
 }
 
 // writeHeaderTimeout writes the 408 request_timeout answer for headers that came too late.

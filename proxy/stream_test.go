@@ -415,6 +415,20 @@ func TestClientGoneEndsForward(t *testing.T) {
 			if released > time.Second || backendClosed > time.Second {
 				t.Errorf("forward ended %v / %v after the client left, want within 1s", released, backendClosed)
 			}
+			if partial {
+				return // the response had begun: a request answered, though cut short
+			}
+			// No answer reached the client: a client gone, not a request answered 400.
+			testproc.WaitFor(t, 10*time.Second, "the handler to return", func() bool { return e.p.handling.Load() == 0 })
+			if got, _ := seriesValue(t, e.reg, "pollbal_client_gone_total", "stage", "forwarding"); got != 1 {
+				t.Errorf(`pollbal_client_gone_total{stage="forwarding"} = %v, want 1`, got)
+			}
+			if n := seriesOf(t, e.balReg, "pollbal_requests_total", ""); n != 0 {
+				t.Errorf("the request whose client went away was counted in pollbal_requests_total (%d series)", n)
+			}
+			if got := e.responsesTotal(reasonBadRequest); got != 0 {
+				t.Errorf("pollbal_responses_total{reason=bad_request} = %v, want 0", got)
+			}
 		})
 	}
 }

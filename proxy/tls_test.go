@@ -119,6 +119,13 @@ func TestTLSHandshakeWithinHeaderTimeout(t *testing.T) {
 	if n := testutil.ToFloat64(e.p.connMetrics.headerTimeouts); n != 1 {
 		t.Errorf("header timeouts counted %v, want 1", n)
 	}
+	// A handshake that did not finish in time, not a request answered 408.
+	if n := testutil.ToFloat64(e.p.connMetrics.tlsHandshakeErrors); n != 1 {
+		t.Errorf("TLS handshake errors counted %v, want 1", n)
+	}
+	if n := seriesOf(t, e.balReg, "pollbal_requests_total", ""); n != 0 {
+		t.Errorf("the cut handshake was counted in pollbal_requests_total (%d series)", n)
+	}
 }
 
 // After the handshake, late headers get the 408 as on plain HTTP, over TLS.
@@ -141,6 +148,70 @@ func TestTLSHeaderTimeoutAnswers408(t *testing.T) {
 	// The clock runs from the connection's start, handshake included.
 	if elapsed := time.Since(start); elapsed > limit+time.Second {
 		t.Errorf("408 after %s, want within %s", elapsed, limit+time.Second)
+	}
+	if got := requestsTotal(t, e.balReg, "-", "408"); got != 1 {
+		t.Errorf(`pollbal_requests_total{app="-",code="408"} = %v, want 1`, got)
+	}
+	if got := e.responsesTotal(reasonRequestTimeout); got != 1 {
+		t.Errorf(`pollbal_responses_total{reason="request_timeout"} = %v, want 1`, got)
+	}
+	if n := testutil.ToFloat64(e.p.connMetrics.tlsHandshakeErrors); n != 0 {
+		t.Errorf("TLS handshake errors counted %v after a good handshake, want 0", n)
+	}
+}
+
+// A failed TLS handshake is not a request: a client speaking plain HTTP to the TLS listener and
+// one that does not trust the certificate are counted in pollbal_tls_handshake_errors_total,
+// not as requests answered 400 (the server's error handler used to). A connection closed
+// before sending a byte made no handshake, and one that completes its handshake is served.
+func TestTLSHandshakeErrorsAreNotRequests(t *testing.T) {
+	e := newTLSEnv(t, echoProto, func(*configs.Proxy) {})
+	handshakeErrors := func() float64 { return testutil.ToFloat64(e.p.connMetrics.tlsHandshakeErrors) }
+
+	plain, err := net.Dial("tcp4", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Write([]byte("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, plain, plain)
+	testproc.WaitFor(t, 10*time.Second, "the plain-HTTP handshake counted", func() bool { return handshakeErrors() == 1 })
+
+	untrusting := e.client.Clone()
+	untrusting.RootCAs = nil // the system roots: the test's certificate is not among them
+	if c, err := tls.Dial("tcp4", e.addr, untrusting); err == nil {
+		c.Close()
+		t.Fatal("a client that does not trust the certificate completed its handshake")
+	}
+	testproc.WaitFor(t, 10*time.Second, "the refused certificate counted", func() bool { return handshakeErrors() == 2 })
+
+	silent, err := net.Dial("tcp4", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testproc.WaitFor(t, 10*time.Second, "the silent connection accepted", func() bool { return e.p.open.Load() == 1 })
+	_ = silent.Close()
+	testproc.WaitFor(t, 10*time.Second, "every connection gone", func() bool { return e.p.open.Load() == 0 })
+	if got := handshakeErrors(); got != 2 {
+		t.Errorf("TLS handshake errors = %v after a connection that sent nothing, want still 2", got)
+	}
+
+	if r := e.dialTLS(t).exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 || r.body != "https" {
+		t.Errorf("a good client after them: %v", r)
+	}
+	if got := requestsTotal(t, e.balReg, "-", "400"); got != 0 {
+		t.Errorf(`pollbal_requests_total{app="-",code="400"} = %v, want 0`, got)
+	}
+	if got := requestsTotal(t, e.balReg, "shop", "200"); got != 1 {
+		t.Errorf(`pollbal_requests_total{app="shop",code="200"} = %v, want 1`, got)
+	}
+	if got := e.responsesTotal(reasonBadRequest); got != 0 {
+		t.Errorf(`pollbal_responses_total{reason="bad_request"} = %v, want 0`, got)
+	}
+	if got := handshakeErrors(); got != 2 {
+		t.Errorf("TLS handshake errors = %v after a good handshake, want still 2", got)
 	}
 }
 

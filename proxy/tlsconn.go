@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"crypto/tls"
+	"errors"
+	"io"
 	"net"
 	"time"
 )
@@ -13,17 +15,42 @@ import (
 // clientConn, Read and Write belong to the serving goroutine; it must not be copied.
 type tlsConn struct {
 	*tls.Conn
-	cc *clientConn
+	cc    *clientConn
+	shook bool // the handshake is over; the serving goroutine's own
 }
 
-// Read reads decrypted bytes and moves the tracked connection's phase on for them.
+// Read reads decrypted bytes and moves the tracked connection's phase on for them. The first
+// Read runs the handshake.
 func (c *tlsConn) Read(b []byte) (int, error) {
+	if !c.shook {
+		if err := c.handshake(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		c.cc.handshook.Store(true)
 		c.cc.sawBytes(b[:n])
 	}
 	return n, err
+}
+
+// handshake runs the TLS handshake before the first read (tls.Conn.Read would run it too), so
+// that its failure is known for what it is: counted in pollbal_tls_handshake_errors_total, and
+// never answered or counted as a request (Proxy.errorHandler). Two failures are not counted
+// here: a client that closed without sending a byte made no handshake, and a connection that
+// pollbal closed itself (header_timeout, counted where it is cut; shutdown) failed no handshake
+// of the client's.
+func (c *tlsConn) handshake() error {
+	err := c.Conn.Handshake()
+	if err == nil {
+		c.shook = true
+		c.cc.handshook.Store(true)
+		return nil
+	}
+	if !c.cc.closed.Load() && (c.cc.rawRead || !errors.Is(err, io.EOF)) {
+		c.cc.l.p.connMetrics.tlsHandshakeErrors.Inc()
+	}
+	return err
 }
 
 // trackedConn returns the clientConn under a connection the server hands to pollbal, or nil.

@@ -30,6 +30,9 @@ var specMetrics = []string{
 	"pollbal_store_up",
 	// SPEC §10
 	"pollbal_queue_length", "pollbal_queue_wait_seconds",
+	// SPEC §8.1
+	"pollbal_backend_errors_total", "pollbal_responses_total", "pollbal_tls_handshake_errors_total",
+	"pollbal_client_gone_total",
 }
 
 // TestEndToEndMetrics scrapes the real binary's /metrics after traffic that exercises every

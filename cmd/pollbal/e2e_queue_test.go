@@ -187,6 +187,18 @@ func TestEndToEndQueueTimeoutAndFull(t *testing.T) {
 		t.Errorf("queue_timeout answered after %v, before 700ms", d)
 	}
 	releaseHeld(t, be, held)
+	// pollbal's own answers, counted by reason; the backend's 200 is not one.
+	text := pb.metrics(t)
+	for series, want := range map[string]float64{
+		`pollbal_responses_total{reason="queue_full"}`:     1,
+		`pollbal_responses_total{reason="queue_timeout"}`:  1,
+		`pollbal_responses_total{reason="pool_exhausted"}`: 0,
+		`pollbal_requests_total{app="www",code="503"}`:     2,
+	} {
+		if got := metricValue(text, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
 }
 
 // TestEndToEndQueueClientLeaves: a queued request whose client closes its connection leaves
@@ -217,5 +229,18 @@ func TestEndToEndQueueClientLeaves(t *testing.T) {
 	testproc.WaitFor(t, 5*time.Second, "the slot free", func() bool { return be.stats(t).InFlight == 0 })
 	if r := be.stats(t).Requests; r != 1 {
 		t.Errorf("backend served %d requests, want 1 (the gone waiter must not be forwarded)", r)
+	}
+	// The waiter is a client gone, not a request answered 400 (as it used to be counted).
+	gone := `pollbal_client_gone_total{stage="queued"}`
+	testproc.WaitFor(t, 5*time.Second, gone+" 1", func() bool { return metricValue(pb.metrics(t), gone) == 1 })
+	text := pb.metrics(t)
+	for series, want := range map[string]float64{
+		`pollbal_requests_total{app="www",code="400"}`:  -1, // no such series
+		`pollbal_requests_total{app="www",code="200"}`:  1,
+		`pollbal_responses_total{reason="bad_request"}`: 0,
+	} {
+		if got := metricValue(text, series); got != want {
+			t.Errorf("%s = %v, want %v (-1: absent)", series, got, want)
+		}
 	}
 }

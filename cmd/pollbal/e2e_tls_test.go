@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -241,4 +242,59 @@ func TestEndToEndTLSOnly(t *testing.T) {
 		t.Errorf("something listens on %s with listen: \"\"", pb.listen)
 	}
 	pb.WaitOutput(t, 5*time.Second, "the start log saying plain HTTP is off (listen=off)", "listen=off")
+}
+
+// TestEndToEndTLSHandshakeErrors: a failed TLS handshake is not a request. A client speaking
+// plain HTTP to the TLS listener, and one that does not trust pollbal's certificate, are
+// counted in pollbal_tls_handshake_errors_total; before, the server's error handler answered
+// each with a 400 that no one could read and counted it in pollbal_requests_total{code="400"}.
+func TestEndToEndTLSHandshakeErrors(t *testing.T) {
+	dir := t.TempDir()
+	a := certstest.Write(t, dir, "a", certstest.Options{}, "a.e2e.test")
+	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
+	tlsAddr := testproc.FreeAddr(t)
+	pb := startPollbal(t, strings.ReplaceAll(tlsConfig(writeToken(t), "LISTEN", "1.2", be.addr, a), "TLSLISTEN", tlsAddr))
+	c := tlsClient{addr: tlsAddr, roots: certstest.Pool(a)}
+	testproc.WaitFor(t, 5*time.Second, "web-1 ready", func() bool {
+		ready, _, _, _ := pb.state(t).backend("web-1")
+		return ready
+	})
+
+	plain, err := net.Dial("tcp", tlsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Write([]byte("GET / HTTP/1.1\r\nHost: a.e2e.test\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(plain); err != nil {
+		t.Fatalf("plain HTTP to the TLS listener: not closed: %v", err)
+	}
+	if conn, err := tls.Dial("tcp", tlsAddr, &tls.Config{ServerName: "a.e2e.test", RootCAs: x509.NewCertPool()}); err == nil {
+		conn.Close()
+		t.Fatal("a client that trusts no certificate completed its handshake")
+	}
+	var text string
+	testproc.WaitFor(t, 10*time.Second, "two failed handshakes counted", func() bool {
+		text = pb.metrics(t)
+		return metricValue(text, "pollbal_tls_handshake_errors_total") == 2
+	})
+	if code, proto := getProto(t, c.httpClient("a.e2e.test"), "https://"+tlsAddr+"/"); code != 200 || proto != "https" {
+		t.Errorf("a good TLS client after them: %d %q, want 200 https", code, proto)
+	}
+	text = pb.metrics(t)
+	for series, want := range map[string]float64{
+		`pollbal_tls_handshake_errors_total`:            2,
+		`pollbal_requests_total{app="-",code="400"}`:    -1, // no such series
+		`pollbal_requests_total{app="www",code="200"}`:  1,
+		`pollbal_responses_total{reason="bad_request"}`: 0,
+	} {
+		if got := metricValue(text, series); got != want {
+			t.Errorf("%s = %v, want %v (-1: absent)", series, got, want)
+		}
+	}
 }

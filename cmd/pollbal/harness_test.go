@@ -186,6 +186,7 @@ type apiState struct {
 		Ready   bool   `json:"ready"`
 		Reason  string `json:"reason"`
 		Warned  bool   `json:"warned"`
+		Ejected bool   `json:"ejected"`
 		Reports []struct {
 			Service, Status, Version string
 		} `json:"reports"`

@@ -18,7 +18,7 @@ func TestAlertRules(t *testing.T) {
 		args []string
 		want string
 	}{
-		{name: "check rules", args: []string{"check", "rules", "pollbal-alerts.yaml"}, want: "SUCCESS: 8 rules found"},
+		{name: "check rules", args: []string{"check", "rules", "pollbal-alerts.yaml"}, want: "SUCCESS: 9 rules found"},
 		{name: "test rules", args: []string{"test", "rules", "pollbal-alerts_test.yaml"}, want: "SUCCESS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
