@@ -482,7 +482,7 @@ func TestLoad(t *testing.T) {
 			problems: []string{"listen: missing port (line 2)", "services: at least one service required"},
 			errText:  "load config " + bad + ": 2 problems: listen: missing port (line 2); services: at least one service required"},
 		{name: "missing file", path: filepath.Join(dir, "none.yaml"), isErr: fs.ErrNotExist,
-			problems: []string{"load config: open " + filepath.Join(dir, "none.yaml") + ": no such file or directory"}},
+			problems: []string{"load config: stat " + filepath.Join(dir, "none.yaml") + ": no such file or directory"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
