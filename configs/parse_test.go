@@ -71,6 +71,7 @@ admin:
   listen: 127.0.0.1:81
   token_file: /etc/pollbal/token
   state_file: /var/lib/pollbal/state.json
+  max_connections: 32
 poll:
   interval: 2s
   timeout: 1500ms
@@ -135,7 +136,7 @@ tls:
 	want := &Config{
 		Site:    "eu-west-1",
 		Listen:  "0.0.0.0:80",
-		Admin:   Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json"},
+		Admin:   Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json", MaxConnections: 32},
 		Poll:    Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024},
 		Warning: Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
 		Proxy: Proxy{BackendTimeout: 90 * time.Second, MaxRequestBody: 2048, Retries: 0, EjectAfter: 0,
@@ -281,6 +282,8 @@ func TestParseBadValues(t *testing.T) {
 			`proxy.trusted_proxies: must be a list, got a string (line 15)`}},
 		{name: "negative connection limit", doc: "proxy:\n  max_connections: 0\n  header_timeout: 0s\n", want: []string{
 			"proxy.max_connections: must be >= 1 (got 0) (line 15)", "proxy.header_timeout: must be > 0 (got 0s) (line 16)"}},
+		{name: "admin connection limit below 1", doc: "admin:\n  max_connections: 0\n", want: []string{
+			"admin.max_connections: must be >= 1 (got 0) (line 15)"}},
 		{name: "valid value for contrast", doc: "alarms:\n  dedup_window: 1m\n", want: nil},
 	}
 	checkProblems(t, baseYAML, tests)
