@@ -21,8 +21,9 @@ const ioTimeout = 30 * time.Second
 const refusedLogEvery = 10 * time.Second
 
 // Limits bound the admin listener's connections, so that connections nobody uses cannot take
-// the descriptors that client traffic needs. A reload replaces them (Server.Update): the cap
-// applies to the next connection accepted, a timeout from a connection's next state change on.
+// the descriptors that client traffic needs. A reload replaces them (Server.Prepare and Apply):
+// the cap applies to the next connection accepted, a timeout from a connection's next state
+// change on. A zero field means no limit.
 type Limits struct {
 	// MaxConnections is how many admin connections may be open at once; one more is closed
 	// as soon as it is accepted.
@@ -114,7 +115,7 @@ func (c *conns) track(nc net.Conn, state http.ConnState) {
 }
 
 // limitListener is the admin listener: a connection past the cap is closed as soon as it is
-// accepted, and every other one is an adminConn.
+// accepted, and every other one is an adminConn. It is safe for concurrent use.
 type limitListener struct {
 	net.Listener
 	c *conns

@@ -156,7 +156,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Change is a reloaded configuration's admin settings, read and checked by Prepare and applied
-// by Apply.
+// by Apply. It is immutable.
 type Change struct {
 	digest    *[32]byte
 	stateFile string
