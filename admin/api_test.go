@@ -379,7 +379,7 @@ func TestConcurrentMovesKeepFileAndBalancerInAgreement(t *testing.T) {
 	}
 }
 
-func TestUpdate(t *testing.T) {
+func TestPrepareAndApply(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	dir := t.TempDir()
 	newToken := filepath.Join(dir, "new-token")
@@ -410,12 +410,15 @@ func TestUpdate(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			err := f.srv.Update(st.tokenFile, st.stateFile)
+			c, err := f.srv.Prepare(st.tokenFile, st.stateFile, Limits{})
+			if err == nil {
+				err = f.srv.Apply(c)
+			}
 			switch {
 			case st.wantErr == "" && err != nil:
-				t.Fatalf("Update: %v", err)
+				t.Fatalf("Prepare, Apply: %v", err)
 			case st.wantErr != "" && (err == nil || !strings.Contains(err.Error(), st.wantErr)):
-				t.Fatalf("Update error %v, want one containing %q", err, st.wantErr)
+				t.Fatalf("Prepare, Apply error %v, want one containing %q", err, st.wantErr)
 			}
 			for token, want := range st.wantCodes {
 				if resp := f.do(t, "GET", "/admin/pools", bearer(token), ""); resp.code != want {

@@ -64,6 +64,7 @@ type fixtureOptions struct {
 	refresh   time.Duration
 	config    *configs.Config // nil → testConfig()
 	store     MoveStore       // nil → moves stay local
+	limits    Limits          // for Serve
 }
 
 // fixture is an admin server on 127.0.0.1 over a real balancer.
@@ -117,7 +118,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	f.srv, err = New(Options{
 		Balancer: bal, Warnings: f.warnings, Gatherer: f.reg, TokenFile: f.tokenFile, StateFile: f.stateFile,
 		Reload: o.reload, Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Refresh: o.refresh,
-		Store: o.store,
+		Store: o.store, Limits: o.limits, Registerer: f.reg,
 	})
 	if err != nil {
 		t.Fatal(err)

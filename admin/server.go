@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -37,7 +38,10 @@ type Options struct {
 	// Reload is POST /admin/reload (same as SIGHUP; ?force=true passes force); nil → 501. A
 	// rejection's reason (configs.ReasonOf) is answered and audited.
 	Reload func(ctx context.Context, force bool) error
-	Logger *slog.Logger
+	// Limits bound the admin connections (Serve); a zero field means no limit.
+	Limits     Limits
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 	// Refresh is how often the status page reloads itself; 0 means 2 s.
 	Refresh time.Duration
 }
@@ -46,6 +50,7 @@ type Options struct {
 type settings struct {
 	digest    *[32]byte // SHA-256 of the token; nil when no token_file is configured
 	stateFile string
+	limits    Limits
 }
 
 // Server serves the admin listener. It is safe for concurrent use and must not be copied.
@@ -59,6 +64,13 @@ type Server struct {
 	handler  http.Handler
 	settings atomic.Pointer[settings]
 	store    MoveStore // nil: moves are local (state file or memory)
+
+	http  *http.Server
+	conns *conns
+	// base is every request's parent context; Shutdown cancels it, so that a request waiting
+	// (a reload queued behind another) gives up instead of holding the shutdown.
+	base       context.Context
+	cancelBase context.CancelFunc
 
 	// moveMu serialises moves and settings changes, so the state file and the balancer's
 	// overrides always agree.
@@ -89,7 +101,11 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{bal: o.Balancer, warnings: o.Warnings, reload: o.Reload, log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
-	s.settings.Store(&settings{digest: digest, stateFile: o.StateFile})
+	s.settings.Store(&settings{digest: digest, stateFile: o.StateFile, limits: o.Limits})
+	s.conns, err = newConns(func() Limits { return s.settings.Load().limits }, o.Logger, defaults.Registerer(o.Registerer))
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.serveStatusPage)
@@ -109,32 +125,70 @@ func New(o Options) (*Server, error) {
 		}
 		mux.ServeHTTP(w, r)
 	})
+	s.base, s.cancelBase = context.WithCancel(context.Background())
+	s.http = &http.Server{
+		Handler:      s.handler,
+		ReadTimeout:  ioTimeout, // with no ReadHeaderTimeout, it bounds every request head too
+		WriteTimeout: ioTimeout,
+		// Negative: no deadline of the server's own between requests; the connection's timer
+		// (Limits.IdleTimeout) closes it, so that a reload can change the timeout.
+		IdleTimeout: -1,
+		ConnState:   s.conns.track,
+		BaseContext: func(net.Listener) context.Context { return s.base },
+	}
 	return s, nil
 }
 
 // Handler returns the handler for admin.listen.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Update applies the admin settings of a reloaded configuration. Nothing changes when it fails:
-// the new token file must be readable and non-empty, and a new state file must take the running
-// overrides (they stay authoritative across reloads, so they are written to the new path).
-func (s *Server) Update(tokenFile, stateFile string) error {
+// Serve serves the admin handler on ln within the Limits until Shutdown; it then returns
+// http.ErrServerClosed.
+func (s *Server) Serve(ln net.Listener) error {
+	return s.http.Serve(&limitListener{Listener: ln, c: s.conns})
+}
+
+// Shutdown stops serving: it closes the listener and the idle connections, cancels the
+// requests' context, and waits for the requests in flight until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.cancelBase()
+	return s.http.Shutdown(ctx)
+}
+
+// Change is a reloaded configuration's admin settings, read and checked by Prepare and applied
+// by Apply. It is immutable.
+type Change struct {
+	digest    *[32]byte
+	stateFile string
+	limits    Limits
+}
+
+// Prepare reads what a reloaded configuration's admin settings name and checks it, changing
+// nothing: the new token file must be readable and non-empty.
+func (s *Server) Prepare(tokenFile, stateFile string, limits Limits) (*Change, error) {
 	digest, err := readToken(tokenFile)
 	if err != nil {
-		return fmt.Errorf("admin.token_file: %w", err)
+		return nil, fmt.Errorf("admin.token_file: %w", err)
 	}
+	return &Change{digest: digest, stateFile: stateFile, limits: limits}, nil
+}
+
+// Apply applies a prepared change. Nothing changes when it fails: a new state file must take
+// the running overrides (they stay authoritative across reloads, so they are written to the
+// new path).
+func (s *Server) Apply(c *Change) error {
 	s.moveMu.Lock()
 	defer s.moveMu.Unlock()
 	old := s.settings.Load()
-	if stateFile != "" && stateFile != old.stateFile {
+	if c.stateFile != "" && c.stateFile != old.stateFile {
 		overrides := s.bal.Overrides()
-		if err := SaveState(stateFile, overrides); err != nil {
+		if err := SaveState(c.stateFile, overrides); err != nil {
 			return fmt.Errorf("admin.state_file: %w", err)
 		}
 		s.log.Info("admin state file changed; running overrides written to it",
-			"state_file", stateFile, "overrides", len(overrides))
+			"state_file", c.stateFile, "overrides", len(overrides))
 	}
-	s.settings.Store(&settings{digest: digest, stateFile: stateFile})
+	s.settings.Store(&settings{digest: c.digest, stateFile: c.stateFile, limits: c.limits})
 	return nil
 }
 

@@ -32,6 +32,8 @@ type Admin struct {
 	TokenFile string `yaml:"token_file"`
 	StateFile string `yaml:"state_file"`
 	Store     Store  `yaml:"store"`
+	// MaxConnections caps the admin connections open at once; one more is closed at once.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Store says where admin moves are kept. Without Etcd they stay local to this instance (in

@@ -6,6 +6,7 @@ import "time"
 const (
 	defaultListen         = "127.0.0.1:8080"
 	defaultAdminListen    = "127.0.0.1:9090"
+	defaultAdminMaxConns  = 256
 	defaultPollInterval   = time.Second
 	defaultPollTimeout    = 800 * time.Millisecond
 	defaultPollFall       = 1
@@ -54,7 +55,7 @@ const (
 func Default() *Config {
 	return &Config{
 		Listen: defaultListen,
-		Admin:  Admin{Listen: defaultAdminListen},
+		Admin:  Admin{Listen: defaultAdminListen, MaxConnections: defaultAdminMaxConns},
 		Poll: Poll{
 			Interval:   defaultPollInterval,
 			Timeout:    defaultPollTimeout,

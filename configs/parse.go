@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 
 	"gopkg.in/yaml.v3"
 )
 
-// Load reads the file at path and returns its configuration like Parse.
+// Load reads the file at path and returns its configuration like Parse. Only a regular file
+// of at most MaxFileSize bytes is read (see readFile).
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}

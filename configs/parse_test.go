@@ -72,6 +72,7 @@ admin:
   listen: 127.0.0.1:81
   token_file: /etc/pollbal/token
   state_file: /var/lib/pollbal/state.json
+  max_connections: 32
 poll:
   interval: 2s
   timeout: 1500ms
@@ -145,7 +146,7 @@ access_log:
 	want := &Config{
 		Site:    "eu-west-1",
 		Listen:  "0.0.0.0:80",
-		Admin:   Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json"},
+		Admin:   Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json", MaxConnections: 32},
 		Poll:    Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024},
 		Warning: Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
 		Proxy: Proxy{BackendTimeout: 90 * time.Second, MaxRequestBody: 2048, Retries: 0, EjectAfter: 0, EjectOn5xx: true,
@@ -296,6 +297,8 @@ func TestParseBadValues(t *testing.T) {
 			"proxy.max_connections: must be >= 1 (got 0) (line 15)", "proxy.header_timeout: must be > 0 (got 0s) (line 16)"}},
 		{name: "eject_on_5xx not a boolean", doc: "proxy:\n  eject_on_5xx: sometimes\n", want: []string{
 			`proxy.eject_on_5xx: must be true or false, got "sometimes" (line 15)`}},
+		{name: "admin connection limit below 1", doc: "admin:\n  max_connections: 0\n", want: []string{
+			"admin.max_connections: must be >= 1 (got 0) (line 15)"}},
 		{name: "valid value for contrast", doc: "alarms:\n  dedup_window: 1m\n", want: nil},
 	}
 	checkProblems(t, baseYAML, tests)
@@ -497,7 +500,7 @@ func TestLoad(t *testing.T) {
 			problems: []string{"listen: missing port (line 2)", "services: at least one service required"},
 			errText:  "load config " + bad + ": 2 problems: listen: missing port (line 2); services: at least one service required"},
 		{name: "missing file", path: filepath.Join(dir, "none.yaml"), isErr: fs.ErrNotExist,
-			problems: []string{"load config: open " + filepath.Join(dir, "none.yaml") + ": no such file or directory"}},
+			problems: []string{"load config: stat " + filepath.Join(dir, "none.yaml") + ": no such file or directory"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -64,7 +63,8 @@ func ReasonOf(err error) string {
 // returns those contents, so that a file being written in place is never read half-written
 // (an editor or a copy that pauses for longer than gap still can, which validation and Guard
 // are there for). It gives up with a config_changing rejection when the file has not held
-// still within limit of the first read, and returns a read error (config_invalid) at once.
+// still within limit of the first read, and returns a read error (config_invalid) at once: a
+// path that is not a regular file of at most MaxFileSize bytes is one (see readFile).
 func ReadSettled(ctx context.Context, path string, gap, limit time.Duration) ([]byte, error) {
 	start := time.Now()
 	wait := func(d time.Duration) error {
@@ -78,7 +78,7 @@ func ReadSettled(ctx context.Context, path string, gap, limit time.Duration) ([]
 		}
 	}
 	read := func() ([]byte, error) {
-		data, err := os.ReadFile(path)
+		data, err := readFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("load config: %w", err)
 		}

@@ -54,6 +54,7 @@ func (c *Config) validateTop(p *problemList) {
 	if listenErr == nil && adminErr == nil && sameListener(c.Listen, c.Admin.Listen) {
 		p.add("admin.listen", "must differ from listen (%s)", c.Listen)
 	}
+	atLeast(p, "admin.max_connections", c.Admin.MaxConnections, 1)
 	c.validateTLS(p, listenErr, adminErr)
 	c.validateStore(p)
 

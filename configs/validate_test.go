@@ -272,6 +272,7 @@ func TestValidateDoesNotPanic(t *testing.T) {
 			"site: required",
 			"listen: required (it may be empty only when tls.listen is set)",
 			"admin.listen: required",
+			"admin.max_connections: must be >= 1 (got 0)",
 			`tls.min_version: must be "1.2" or "1.3" (got "")`,
 			"poll.interval: must be > 0 (got 0s)",
 			"poll.timeout: must be > 0 (got 0s)",

@@ -325,7 +325,7 @@ func TestEndToEndFileLimitWarning(t *testing.T) {
 	defer restore()
 	pb := startLimitsSetup(t, fmt.Sprintf("{max_connections: %d}", over))
 	restore()
-	want := fmt.Sprintf("need=%d", over+2+64)
+	want := fmt.Sprintf("need=%d", over+256+2+64) // admin.max_connections's default counts too
 	testproc.WaitFor(t, 5*time.Second, "the file limit warning", func() bool {
 		return strings.Contains(pb.Output(), "open file limit below") && strings.Contains(pb.Output(), want)
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"pollbal/admin"
 	"pollbal/certs"
 	"pollbal/configs"
 	"pollbal/internal/metric"
@@ -23,20 +24,37 @@ func newReloadRejected(reg prometheus.Registerer) *prometheus.CounterVec {
 	return c
 }
 
+// errStopping is a reload that was ready to apply after shutdown began: nothing was applied.
+var errStopping = errors.New("reload abandoned: shutting down")
+
 // reload re-reads the configuration (SIGHUP, POST /admin/reload). It reads the file until two
 // reads a gap apart are identical, so a file being written is never half-applied; a valid
 // configuration then passes the reload guard (no app, no backend, or fewer than half of the
 // running backends kept is rejected unless force) and is applied whole. Any rejection leaves
 // the running configuration as it is, sets the gauge to 0, counts its reason and is logged; the
-// error it returns carries the reason (configs.ReasonOf).
+// error it returns carries the reason (configs.ReasonOf). Reloads take turns; one whose ctx
+// ends while it waits for its turn or reads files, or that finds shutdown begun, is abandoned
+// and changes nothing.
 func (s *server) reload(ctx context.Context, force bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cfg, secret, tlsCerts, err := s.prepareReload(ctx, force)
+	select {
+	case s.reloading <- struct{}{}:
+		defer func() { <-s.reloading }()
+	case <-ctx.Done():
+		s.log.Info("reload abandoned while waiting for the one in progress", "err", ctx.Err())
+		return ctx.Err()
+	}
+	next, err := s.prepareReload(ctx, force)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Shutting down (SIGHUP) or the caller went away (POST) while the file was being read:
 		// nothing was decided about the file.
 		s.log.Info("reload abandoned", "err", err)
+		return err
+	}
+	if err == nil {
+		err = s.apply(next)
+	}
+	if errors.Is(err, errStopping) {
+		s.log.Info("reload abandoned: shutting down; nothing of it was applied")
 		return err
 	}
 	if err != nil {
@@ -49,21 +67,29 @@ func (s *server) reload(ctx context.Context, force bool) error {
 		s.bal.Events().Add("reload", fmt.Sprintf("reload rejected (%s): %v", reason, err))
 		return err
 	}
-	s.warn.Update(cfg, secret) // first: a round in between never warns a backend being removed
-	s.bal.Update(cfg)
-	s.poll.Update(cfg.Poll, targets(cfg))
-	if tlsCerts != nil {
-		s.certs.Swap(tlsCerts.set, tlsCerts.minVersion)
-	}
-	s.cfg = cfg
 	s.reloadOK.Set(1)
 	msg := "configuration reloaded"
 	if force {
 		msg = "configuration reloaded (forced)"
 	}
 	s.bal.Events().Add("reload", msg)
-	s.log.Info(msg, "backends", len(cfg.Backends), "apps", len(cfg.Apps), "forced", force)
+	s.log.Info(msg, "backends", len(next.cfg.Backends), "apps", len(next.cfg.Apps), "forced", force)
 	return nil
+}
+
+// stopApplying makes every later reload apply nothing; it waits for one being applied.
+func (s *server) stopApplying() {
+	s.applyMu.Lock()
+	s.stopped = true
+	s.applyMu.Unlock()
+}
+
+// nextConfig is a reload read and checked, ready to apply.
+type nextConfig struct {
+	cfg    *configs.Config
+	secret []byte
+	certs  *newCerts // nil without tls.listen
+	admin  *admin.Change
 }
 
 // newCerts is what a reload gives the TLS listener.
@@ -72,44 +98,64 @@ type newCerts struct {
 	minVersion uint16
 }
 
+// apply applies a prepared reload whole, unless shutdown has begun (errStopping). It does no
+// reading: only a new admin.state_file is written (the running overrides), first, and when that
+// fails nothing is applied.
+func (s *server) apply(next *nextConfig) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.stopped {
+		return errStopping
+	}
+	if err := s.admin.Apply(next.admin); err != nil {
+		return err
+	}
+	s.warn.Update(next.cfg, next.secret) // first: a round in between never warns a backend being removed
+	s.bal.Update(next.cfg)
+	s.poll.Update(next.cfg.Poll, targets(next.cfg))
+	if next.certs != nil {
+		s.certs.Swap(next.certs.set, next.certs.minVersion)
+	}
+	s.cfg = next.cfg
+	return nil
+}
+
 // prepareReload reads, validates and checks the new configuration and the files it names
 // (certificates included: one that cannot be read, does not match its key or has expired
-// rejects the reload as config_invalid); it changes nothing but the admin settings, last, once
-// everything else passed.
-func (s *server) prepareReload(ctx context.Context, force bool) (*configs.Config, []byte, *newCerts, error) {
+// rejects the reload as config_invalid); it changes nothing.
+func (s *server) prepareReload(ctx context.Context, force bool) (*nextConfig, error) {
 	data, err := configs.ReadSettled(ctx, s.path, configs.SettleGap, configs.SettleLimit)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	cfg, err := configs.Parse(data)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("load config %s: %w", s.path, err)
+		return nil, fmt.Errorf("load config %s: %w", s.path, err)
 	}
 	if err := s.checkStatic(cfg); err != nil {
-		return nil, nil, nil, configs.Reject(configs.ReasonRestartRequired, err)
+		return nil, configs.Reject(configs.ReasonRestartRequired, err)
 	}
 	if err := configs.Guard(cfg, s.runningAddresses()); err != nil {
 		if !force {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		s.log.Warn("forced reload: applying a configuration the reload guard would reject", "guard", err.Error())
 	}
-	secret, err := readSecret(cfg.Warning.SecretFile)
-	if err != nil {
-		return nil, nil, nil, err
+	next := &nextConfig{cfg: cfg}
+	if next.secret, err = readSecret(cfg.Warning.SecretFile); err != nil {
+		return nil, err
 	}
-	var nc *newCerts
 	if cfg.TLS.Listen != "" {
 		set, minVersion, err := loadCertificates(cfg)
 		if err != nil {
-			return nil, nil, nil, configs.Reject(configs.ReasonInvalid, err)
+			return nil, configs.Reject(configs.ReasonInvalid, err)
 		}
-		nc = &newCerts{set: set, minVersion: minVersion}
+		next.certs = &newCerts{set: set, minVersion: minVersion}
 	}
-	if err := s.admin.Update(cfg.Admin.TokenFile, cfg.Admin.StateFile); err != nil {
-		return nil, nil, nil, err
+	if next.admin, err = s.admin.Prepare(cfg.Admin.TokenFile, cfg.Admin.StateFile, adminLimits(cfg)); err != nil {
+		return nil, err
 	}
-	return cfg, secret, nc, nil
+	return next, nil
 }
 
 // runningAddresses lists the addresses of the backends that are ready now.

@@ -7,10 +7,11 @@ import (
 	"pollbal/configs"
 )
 
-// filesNeeded is the descriptor budget a configuration needs: every client connection, a
-// connection and a check to every backend, and room for listeners, files and the runtime.
+// filesNeeded is the descriptor budget a configuration needs: every client connection, every
+// admin connection, a connection and a check to every backend, and room for listeners, files
+// and the runtime.
 func filesNeeded(cfg *configs.Config) uint64 {
-	return uint64(cfg.Proxy.MaxConnections) + 2*uint64(len(cfg.Backends)) + 64
+	return uint64(cfg.Proxy.MaxConnections) + uint64(cfg.Admin.MaxConnections) + 2*uint64(len(cfg.Backends)) + 64
 }
 
 // raiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit (the Go runtime does so too
@@ -31,7 +32,7 @@ func raiseFileLimit(log *slog.Logger, need uint64) {
 		}
 	}
 	if lim.Cur < need {
-		log.Warn("open file limit below what proxy.max_connections needs; raise it (LimitNOFILE= in the systemd unit, ulimit -n) or lower max_connections",
+		log.Warn("open file limit below what proxy.max_connections and admin.max_connections need; raise it (LimitNOFILE= in the systemd unit, ulimit -n) or lower them",
 			"limit", lim.Cur, "need", need)
 	}
 }

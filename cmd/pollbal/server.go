@@ -37,8 +37,16 @@ type server struct {
 	storeUp        prometheus.Gauge
 	reloadRejected *prometheus.CounterVec
 
-	mu  sync.Mutex // serialises reloads
-	cfg *configs.Config
+	// reloading holds a token while a reload runs: reloads take turns, and one that waits for
+	// its turn can give up (its context ends) instead of blocking its caller.
+	reloading chan struct{}
+	cfg       *configs.Config // the applied configuration; read and written by the reload that holds the turn
+
+	// applyMu guards stopped. A reload applies its configuration holding it, and only while
+	// stopped is false; shutdown sets stopped first, so that nothing is applied while the
+	// pieces are taken down, and a reload still reading files is abandoned, never half-applied.
+	applyMu sync.Mutex
+	stopped bool
 
 	bal   *balancer.Balancer
 	poll  *poller.Poller
@@ -59,7 +67,7 @@ func newServer(path string, log *slog.Logger) (_ *server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{path: path, log: log, reg: prometheus.NewRegistry(), cfg: cfg}
+	s := &server{path: path, log: log, reg: prometheus.NewRegistry(), cfg: cfg, reloading: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			s.closeBuilt()
@@ -162,9 +170,19 @@ func (s *server) buildAdmin(cfg *configs.Config, overrides map[string]string) er
 	var err error
 	s.admin, err = admin.New(admin.Options{
 		Balancer: s.bal, Warnings: s.warn, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile, StateFile: cfg.Admin.StateFile,
-		Store: moveStore, Reload: s.reload, Logger: s.log,
+		Store: moveStore, Reload: s.reload, Limits: adminLimits(cfg), Logger: s.log, Registerer: s.reg,
 	})
 	return err
+}
+
+// adminLimits are the admin listener's connection limits in cfg: its own cap, and the client
+// side's header and idle timeouts.
+func adminLimits(cfg *configs.Config) admin.Limits {
+	return admin.Limits{
+		MaxConnections: cfg.Admin.MaxConnections,
+		HeaderTimeout:  cfg.Proxy.HeaderTimeout,
+		IdleTimeout:    cfg.Proxy.IdleTimeout,
+	}
 }
 
 // newCertStore loads the TLS listener's certificates; nil without tls.listen.
@@ -263,9 +281,11 @@ func targets(cfg *configs.Config) []poller.Target {
 	return out
 }
 
-// run serves until ctx ends, reloading on every hup. Teardown order: stop accepting client
-// traffic, close its quiet connections and wait up to proxy.shutdown_timeout for the requests
-// in flight, stop polling, wait for warning posts and alarm deliveries, close admin.
+// run serves until ctx ends, reloading on every hup. Teardown order: stop applying reloads,
+// stop accepting client traffic, close its quiet connections and wait up to
+// proxy.shutdown_timeout for the requests in flight, stop polling, wait for warning posts and
+// alarm deliveries, close admin. A reload is never waited for: one still reading a file is
+// abandoned with the process.
 func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	s.log.Info("pollbal started", "version", version, "site", s.cfg.Site,
 		"listen", addr(s.proxyLn), "tls", addr(s.tlsLn), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends))
@@ -286,12 +306,15 @@ func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	if s.tlsLn != nil {
 		go func() { errs <- s.proxy.ServeTLS(s.tlsLn, s.certs.ServerConfig()) }()
 	}
-	adminSrv := &http.Server{Handler: s.admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		if err := adminSrv.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.admin.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
 			errs <- fmt.Errorf("admin: %w", err)
 		}
 	}()
+	reloadCtx, stopReloads := context.WithCancel(ctx)
+	defer stopReloads()
+	pending := make(chan struct{}, 1)
+	go s.reloadOnSignal(reloadCtx, pending)
 	var runErr error
 loop:
 	for {
@@ -299,7 +322,11 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-hup:
-			_ = s.reload(ctx, false) // SIGHUP never forces
+			// One pending reload is enough: it reads the file after this signal too.
+			select {
+			case pending <- struct{}{}:
+			default:
+			}
 		case err := <-errs:
 			if err != nil {
 				runErr = err
@@ -307,9 +334,9 @@ loop:
 			}
 		}
 	}
-	s.mu.Lock()
-	drainTimeout := s.cfg.Proxy.ShutdownTimeout
-	s.mu.Unlock()
+	stopReloads()
+	s.stopApplying()
+	drainTimeout := s.bal.Snapshot().Config().Proxy.ShutdownTimeout
 	s.log.Info("shutting down: closing idle connections, waiting for requests in flight", "timeout", drainTimeout)
 	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
@@ -320,9 +347,23 @@ loop:
 	wg.Wait()
 	s.warn.Close()
 	s.bal.Close()
-	_ = adminSrv.Shutdown(drainCtx)
+	_ = s.admin.Shutdown(drainCtx)
 	s.log.Info("pollbal stopped")
 	return runErr
+}
+
+// reloadOnSignal runs the reloads that SIGHUP asks for (one per value on pending), one after
+// the other, until ctx ends. It runs beside the signal loop, so that a reload that takes long
+// (a file that does not settle, a named file that blocks its reader) never delays SIGTERM.
+func (s *server) reloadOnSignal(ctx context.Context, pending <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pending:
+			_ = s.reload(ctx, false) // SIGHUP never forces
+		}
+	}
 }
 
 // checkStatic rejects changes that need a restart rather than half-applying them; each change
