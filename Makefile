@@ -7,7 +7,7 @@ BIN     ?= bin
 # how many updates each backend makes.
 DEMO_FLAGS ?=
 
-.PHONY: all build demo test vet lint bench bench-harness bench-bigbody clean
+.PHONY: all build demo test vet lint bench bench-harness bench-rate bench-bigbody clean
 
 all: build
 
@@ -49,6 +49,13 @@ bench:
 # results file goes to bench/results/. Knobs pass through the environment, e.g. ROUNDS=3.
 bench-harness: build
 	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal bench/run.sh
+
+# Constant rate (open model): vegeta v12.13.0, built from the Go module proxy, sends each target
+# fixed rates (RATES, default "1000 3000"; "max" = the highest rate vegeta reaches direct); per
+# request: proxy CPU, system calls and context switches (perf), p50/p99/p99.9, the ratio to NGINX.
+# About 4 minutes; the results file goes to bench/results/rate-*.md (see bench/README.md).
+bench-rate: build
+	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal bench/rate.sh
 
 # Large responses: a 60 MiB file downloaded through pollbal and through NGINX from the same static
 # NGINX backend, interleaved rounds; prints MiB/s and the pollbal/NGINX ratio (about 40 s).

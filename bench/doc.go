@@ -1,5 +1,8 @@
 // Package bench holds the side-by-side load harness: run.sh starts two backends (bench/backend),
 // HAProxy, NGINX, Caddy, a minimal fasthttp proxy (bench/refproxy) and optionally pollbal
-// (pollbal.sh) on 127.0.0.1 and measures each with wrk; setup.sh installs the peers from the
-// distribution's packages. This package has no code of its own: its tests check the scripts.
+// (pollbal.sh) on 127.0.0.1 and measures each with wrk at saturation; rate.sh starts the same
+// servers and sends each a constant request rate with vegeta, counting the proxy's CPU, system
+// calls and context switches per request; lib.sh is what the two share; setup.sh installs the
+// peers from the distribution's packages. This package has no code of its own: its tests check
+// the scripts.
 package bench
