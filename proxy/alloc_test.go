@@ -38,6 +38,12 @@ func TestHandlerAllocs(t *testing.T) {
 		{name: "Connection naming a custom header", host: "shop.test", method: "GET", wantCode: 200,
 			headers: []string{"Connection", "X-Hop", "X-Hop", "1"}},
 		{name: "POST with a body", host: "shop.test", method: "POST", body: "name=value&other=1", wantCode: 200},
+		{name: "names with underscores dropped", host: "shop.test", method: "GET", wantCode: 200,
+			headers: []string{"X_Forwarded_For", "6.6.6.6", "X-Real_IP", "6.6.6.6", "Accept-Language", "en"}},
+		{name: "a header name that is not a token", host: "shop.test", method: "GET", wantCode: 400,
+			headers: []string{"Accept-Language", "en", "Foo Bar", "1"}},
+		{name: "userinfo in Host", host: "user:pw@shop.test", method: "GET", wantCode: 400},
+		{name: "TRACE", host: "shop.test", method: "TRACE", wantCode: 405},
 		{name: "no app", host: "other.test", method: "GET", wantCode: 404},
 		{name: "pool exhausted", host: "empty.test", method: "GET", wantCode: 503},
 	}
@@ -124,3 +130,28 @@ func TestBodilessAnswerAllocs(t *testing.T) {
 	}
 }
 
+// TestRelayResponseAllocs: stripping a backend's own X-Pollbal-* headers, with hop-by-hop ones,
+// allocates nothing.
+func TestRelayResponseAllocs(t *testing.T) {
+	if testproc.Race {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	var tmpl, h fasthttp.ResponseHeader
+	tmpl.DisableNormalizing() // as roundTrip reads it
+	tmpl.SetContentLength(2)
+	tmpl.Set("X-Pollbal-Reason", "pool_exhausted")
+	tmpl.Set("x-pollbal-backend", "someone-else")
+	tmpl.Set("Keep-Alive", "timeout=5")
+	tmpl.Set("Cache-Control", "no-store")
+	run := func() {
+		tmpl.CopyTo(&h)
+		relayResponse(&h, "b1", "primary")
+	}
+	run()
+	if h.Peek("X-Pollbal-Reason") != nil || string(h.Peek("X-Pollbal-Backend")) != "b1" || h.Peek("x-pollbal-backend") != nil {
+		t.Fatalf("relayed header: %s", h.Header())
+	}
+	if n := testing.AllocsPerRun(200, run); n != 0 {
+		t.Errorf("relayResponse allocates %.2f times", n)
+	}
+}
