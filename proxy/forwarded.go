@@ -60,13 +60,14 @@ func forwardedHeader(key []byte) forwardedKind { return classifyHeader(key).fwd 
 // it, and the backend connection is pollbal's to keep.
 //
 // The same pass judges every header name (names.go): one holding "_" is dropped, and one that
-// is not a token makes the request one to refuse: prepareRequest then reports false at once,
-// having changed nothing.
+// is not a token makes the request one to refuse: prepareRequest then reports false at once.
+// The fields of a trailer section are dropped first (dropTrailers).
 //
 // It returns what the request asks of an upgrade (upgrade.go): a WebSocket upgrade keeps
 // "Connection: Upgrade" and "Upgrade: websocket"; a refused one is to be answered 501.
 func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) (upgradePlan, bool) {
 	h := &ctx.Request.Header
+	dropTrailers(h) // a chunked body read whole: its trailer fields would become headers
 	var buf [64]byte
 	client := requestClientIP(ctx, &buf)
 	trust := client.tcp && trusted.contains(client.ip)

@@ -51,6 +51,26 @@ func requestName(key []byte) nameKind {
 	return k
 }
 
+// dropTrailers removes the fields of a request's trailer section, and the Trailer list that
+// names them. fasthttp keeps the fields of a chunked body's trailer section apart from the
+// header fields, and then, as pollbal forwards such a body with a Content-Length, turns them
+// into header fields, or writes them after a body it streams: either way past the checks
+// prepareRequest makes of header names and client-identity headers (a trailer "Forwarded"
+// would reach the backend as a header). A header field of the same name as a trailer field
+// goes too. Without a trailer section it costs a look at an empty list, and no allocation.
+func dropTrailers(h *fasthttp.RequestHeader) {
+	if len(h.Peek(fasthttp.HeaderTrailer)) == 0 {
+		return
+	}
+	if wasDisabled := h.DisableNormalizing(); !wasDisabled {
+		defer h.EnableNormalizing() // the names are in the header's own form
+	}
+	for name := range h.Trailers() {
+		h.DelBytes(name) // in both sections; the list itself stays until Trailer goes
+	}
+	h.Del(fasthttp.HeaderTrailer)
+}
+
 // hasUserinfo reports whether a request names userinfo ("user:password@") in its Host header
 // or in the authority of its target (absolute-form "http://user@host/", or "//user@host/").
 // uri is the request's parsed URI, which also catches what its parser took for userinfo:

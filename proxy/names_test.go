@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -150,5 +151,51 @@ func TestRefusedHeaderNamesAndUserinfo(t *testing.T) {
 	}
 	if got["x-keep"] != "1" || got["x-forwarded-for"] != "127.0.0.1" || got["x-real-ip"] != "127.0.0.1" || got["x-forwarded-proto"] != "http" {
 		t.Errorf("the backend saw %v, want X-Keep and pollbal's own client-identity headers", got)
+	}
+}
+
+// TestTrailersDropped: the fields of a chunked request body's trailer section never reach the
+// backend, neither as header fields (fasthttp would turn them into some when the body is
+// forwarded whole with a Content-Length) nor as trailer fields after a streamed body, whatever
+// their names: a "Forwarded" trailer would otherwise pass for the client identity, and names
+// with "_" or a space would escape the header-name rules.
+func TestTrailersDropped(t *testing.T) {
+	type seen struct{ headers, trailers string }
+	got := make(chan seen, 1)
+	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		_ = ctx.Request.Body()
+		var s seen
+		for k, v := range ctx.Request.Header.All() {
+			s.headers += string(k) + ": " + string(v) + "\n"
+		}
+		s.trailers = string(ctx.Request.Header.TrailerHeader())
+		got <- s
+	})
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"www.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	e := newEnv(t, cfg, "b1")
+	const trailers = "Forwarded: for=6.6.6.6\r\nX_Bad: 1\r\nBad Name: 1\r\nX-Custom: 1\r\n"
+	for _, tt := range []struct {
+		name     string
+		size     int
+		announce string // a Trailer header
+	}{
+		{name: "body forwarded whole", size: 5},
+		{name: "body forwarded whole, trailers announced", size: 5, announce: "Trailer: Forwarded, X-Custom\r\n"},
+		{name: "body streamed", size: 100 << 10},
+		{name: "body streamed, trailers announced", size: 100 << 10, announce: "Trailer: Forwarded, X-Custom\r\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := "POST / HTTP/1.1\r\nHost: www.test\r\nTransfer-Encoding: chunked\r\n" + tt.announce + "\r\n" +
+				strconv.FormatInt(int64(tt.size), 16) + "\r\n" + strings.Repeat("a", tt.size) + "\r\n0\r\n" + trailers + "\r\n"
+			if r := rawExchange(t, e.ln, req); r.code != 200 {
+				t.Fatalf("got %v, want the backend's 200", r)
+			}
+			s := <-got
+			for _, name := range []string{"forwarded", "x_bad", "bad name", "x-custom", "trailer"} {
+				if strings.Contains(strings.ToLower(s.headers), name+":") || strings.Contains(strings.ToLower(s.trailers), name+":") {
+					t.Errorf("%s reached the backend: headers\n%strailers %q", name, s.headers, s.trailers)
+				}
+			}
+		})
 	}
 }
