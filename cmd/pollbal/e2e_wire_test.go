@@ -355,7 +355,8 @@ func headersSeen(t *testing.T, pb *instance, raw string) http.Header {
 }
 
 // TestEndToEndHeaderNameRules: header names holding "_" never reach the backend (a CGI-style
-// backend would read X_Forwarded_For as X-Forwarded-For); a header name that is not a token,
+// backend would read X_Forwarded_For as X-Forwarded-For), nor do a chunked body's trailer
+// fields (as headers: a "Forwarded" one would state the client); a header name that is not a token,
 // userinfo in the target or in Host, and TRACE are answered by pollbal itself (400
 // bad_request, 400, 405 method_not_allowed), close the connection, and reach no backend.
 func TestEndToEndHeaderNameRules(t *testing.T) {
@@ -371,6 +372,16 @@ func TestEndToEndHeaderNameRules(t *testing.T) {
 	if seen.Get("X-Forwarded-For") != "127.0.0.1" || seen.Get("X-Real-IP") != "127.0.0.1" ||
 		seen.Get("X-Forwarded-Proto") != "http" || seen.Get("X-Custom") != "2" {
 		t.Errorf("the backend saw %v, want pollbal's client-identity headers and X-Custom", seen)
+	}
+
+	// A chunked body's trailer fields, which pollbal would otherwise turn into header fields
+	// when it forwards the body with a Content-Length.
+	seen = headersSeen(t, pb, "POST /_backend/headers HTTP/1.1\r\nHost: shop.test\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"5\r\nhello\r\n0\r\nForwarded: for=6.6.6.6\r\nX_Bad: 1\r\nX-Trailer: 1\r\n\r\n")
+	for _, k := range []string{"Forwarded", "X_bad", "X-Trailer", "Trailer"} {
+		if v := seen.Values(k); len(v) != 0 {
+			t.Errorf("a trailer field reached the backend as the header %s: %q", k, v)
+		}
 	}
 
 	before := be.stats(t).Requests
