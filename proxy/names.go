@@ -6,7 +6,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// nameKind is what the forward path does with a request header by its name.
+// nameKind is what the forward path does with a request header by its name. A name holding
+// "_" is dropped, as NGINX does by default (underscores_in_headers off): CGI, WSGI and Rack
+// turn "-" and "_" alike into "_" (HTTP_X_FORWARDED_FOR), so a client's X_Forwarded_For would
+// reach such a backend as the X-Forwarded-For that pollbal replaces.
 type nameKind uint8
 
 const (
@@ -14,10 +17,6 @@ const (
 	nameUnderscore                 // a token with "_": dropped
 	nameInvalid                    // empty, or a byte outside the token characters: 400
 )
-
-// A name holding "_" is dropped, as NGINX does by default (underscores_in_headers off): CGI,
-// WSGI and Rack turn "-" and "_" alike into "_" (HTTP_X_FORWARDED_FOR), so a client's
-// X_Forwarded_For would reach such a backend as the X-Forwarded-For that pollbal replaces.
 
 // nameBytes marks each byte by what it makes of a header name: 0 for a token character other
 // than "_" (RFC 9110 §5.6.2), nameUnderscore for "_", nameInvalid for every other byte. It is a

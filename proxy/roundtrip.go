@@ -54,12 +54,12 @@ func (c *backendConn) fail(err error) error {
 // a 413 to a large upload, say): when sending fails so, an answer that came whole is still
 // read and passed on, as the backend's response and not as a failure. An answer without a
 // body (to HEAD, a 204, a 304) retires its connection. A small response is read whole and the
-// connection goes back to the pool at once; a
-// larger one is left in ctx.Response as a body stream that holds the connection and lease
-// until fasthttp has written it to the client: then streamed is true and the caller must not
-// release the lease. up is the request body when it is streamed (nil: buffered in
-// ctx.Request). When upgrade is set (a WebSocket handshake) and the backend answers 101, the
-// connection and lease go to an upgraded session (upgrade.go), and streamed is true too.
+// connection goes back to the pool at once; a larger one is left in ctx.Response as a body
+// stream that holds the connection and lease until fasthttp has written it to the client:
+// then streamed is true and the caller must not release the lease. up is the request body
+// when it is streamed (nil: buffered in ctx.Request). When upgrade is set (a WebSocket
+// handshake) and the backend answers 101, the connection and lease go to an upgraded session
+// (upgrade.go), and streamed is true too.
 //
 // On failure the error says what went wrong: a *dialError when nothing was sent.
 func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balancer.Lease, up *uploadBody, upgrade bool) (streamed bool, err error) {
