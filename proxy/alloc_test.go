@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"runtime"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
@@ -34,8 +37,13 @@ func TestHandlerAllocs(t *testing.T) {
 				"Cookie", "a=1; b=2", "Accept-Language", "en"}},
 		{name: "Connection naming a custom header", host: "shop.test", method: "GET", wantCode: 200,
 			headers: []string{"Connection", "X-Hop", "X-Hop", "1"}},
-		{name: "HEAD (its connection is peeked at before reuse)", host: "shop.test", method: "HEAD", wantCode: 200},
 		{name: "POST with a body", host: "shop.test", method: "POST", body: "name=value&other=1", wantCode: 200},
+		{name: "names with underscores dropped", host: "shop.test", method: "GET", wantCode: 200,
+			headers: []string{"X_Forwarded_For", "6.6.6.6", "X-Real_IP", "6.6.6.6", "Accept-Language", "en"}},
+		{name: "a header name that is not a token", host: "shop.test", method: "GET", wantCode: 400,
+			headers: []string{"Accept-Language", "en", "Foo Bar", "1"}},
+		{name: "userinfo in Host", host: "user:pw@shop.test", method: "GET", wantCode: 400},
+		{name: "TRACE", host: "shop.test", method: "TRACE", wantCode: 405},
 		{name: "no app", host: "other.test", method: "GET", wantCode: 404},
 		{name: "pool exhausted", host: "empty.test", method: "GET", wantCode: 503},
 	}
@@ -63,5 +71,87 @@ func TestHandlerAllocs(t *testing.T) {
 				t.Errorf("Handler allocates %.2f times per request, want 0", allocs)
 			}
 		})
+	}
+}
+
+// TestBodilessAnswerAllocs: an answer without a body (to HEAD, a 204) closes its backend
+// connection, so each costs a dial (and the backend an accept), which allocate; but the
+// connection's buffers (readBufferSize + writeBufferSize) are reused from the connection
+// closed before, so the request allocates far less than one set of them.
+func TestBodilessAnswerAllocs(t *testing.T) {
+	if testproc.Race {
+		t.Skip("allocation counts are not meaningful under -race (sync.Pool drops items at random)")
+	}
+	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/204" {
+			ctx.SetStatusCode(fasthttp.StatusNoContent)
+			return
+		}
+		ctx.SetBody(body1K)
+	})
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"www.shop.test"}}},
+		[]configs.Backend{{ID: "b1", Address: be.addr, Capacity: 4096}})
+	e := newEnv(t, cfg, "b1")
+	for _, tt := range []struct {
+		name, method, path string
+		wantCode           int
+	}{
+		{name: "HEAD", method: "HEAD", path: "/", wantCode: 200},
+		{name: "204", method: "GET", path: "/204", wantCode: 204},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHandlerCall()
+			h.tmpl.Header.SetMethod(tt.method)
+			h.tmpl.SetRequestURI(tt.path)
+			run := func() {
+				h.tmpl.CopyTo(&h.ctx.Request)
+				h.ctx.Response.Reset()
+				e.p.Handler(&h.ctx)
+				if code := h.ctx.Response.StatusCode(); code != tt.wantCode {
+					t.Fatalf("answer %d, want %d", code, tt.wantCode)
+				}
+			}
+			for i := 0; i < 10; i++ {
+				run()
+			}
+			const n = 1000
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := 0; i < n; i++ {
+				run()
+			}
+			runtime.ReadMemStats(&after)
+			perRequest := (after.TotalAlloc - before.TotalAlloc) / n
+			if limit := uint64(readBufferSize); perRequest >= limit {
+				t.Errorf("a %s request allocates %d bytes, want fewer than %d: the connection's buffers are not reused", tt.name, perRequest, limit)
+			}
+			t.Logf("%s: %.1f allocations, %d bytes per request (backend included)", tt.name, float64(after.Mallocs-before.Mallocs)/n, perRequest)
+		})
+	}
+}
+
+// TestRelayResponseAllocs: stripping a backend's own X-Pollbal-* headers, with hop-by-hop ones,
+// allocates nothing.
+func TestRelayResponseAllocs(t *testing.T) {
+	if testproc.Race {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	var tmpl, h fasthttp.ResponseHeader
+	tmpl.DisableNormalizing() // as roundTrip reads it
+	tmpl.SetContentLength(2)
+	tmpl.Set("X-Pollbal-Reason", "pool_exhausted")
+	tmpl.Set("x-pollbal-backend", "someone-else")
+	tmpl.Set("Keep-Alive", "timeout=5")
+	tmpl.Set("Cache-Control", "no-store")
+	run := func() {
+		tmpl.CopyTo(&h)
+		relayResponse(&h, "b1", "primary")
+	}
+	run()
+	if h.Peek("X-Pollbal-Reason") != nil || string(h.Peek("X-Pollbal-Backend")) != "b1" || h.Peek("x-pollbal-backend") != nil {
+		t.Fatalf("relayed header: %s", h.Header())
+	}
+	if n := testing.AllocsPerRun(200, run); n != 0 {
+		t.Errorf("relayResponse allocates %.2f times", n)
 	}
 }

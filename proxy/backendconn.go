@@ -17,10 +17,6 @@ type backendConn struct {
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Duration // on the pool's clock, while idle
-	// bodiless: the last response on the connection had no body by definition (an answer to
-	// HEAD, a 204, a 304), so get peeks at it before reuse.
-	bodiless bool
-	peek     socketPeek
 
 	// Reused by every streamed response on this connection (stream.go).
 	body   responseBody
@@ -33,15 +29,22 @@ func (c *backendConn) close() {
 	_ = c.wc.Close()
 }
 
+// connShells keeps the buffers of backend connections that were closed after an answer
+// without a body, for the connections dialled next: such a connection lives for one request,
+// and its buffers are most of what a dial would allocate. It is safe for concurrent use and
+// must not be copied.
+type connShells struct{ pool sync.Pool }
+
 // connPool holds the idle keep-alive connections to one backend and dials new ones. The number
 // of connections in use is bounded by the backend's capacity through the leases, so the pool
 // itself never makes a request wait. Idle connections are closed after idleConnDuration by a
 // cleaner goroutine that runs only while some are idle. It is safe for concurrent use and must
 // not be copied.
 type connPool struct {
-	addr  string
-	watch *watchdog
-	clock monoClock
+	addr   string
+	watch  *watchdog
+	shells *connShells // shared by every pool
+	clock  monoClock
 
 	mu       sync.Mutex // guards the fields below
 	idle     []*backendConn
@@ -49,51 +52,65 @@ type connPool struct {
 	closed   bool // no connection is kept any more (the backend left the configuration)
 }
 
-func newConnPool(addr string, w *watchdog) *connPool {
-	return &connPool{addr: addr, watch: w, clock: w.clock}
+func newConnPool(addr string, w *watchdog, shells *connShells) *connPool {
+	return &connPool{addr: addr, watch: w, shells: shells, clock: w.clock}
 }
 
 // get returns an idle connection, the most recently used first, or dials a new one when none is
 // idle or fresh is set. A dial error is a *dialError.
 //
-// An idle connection whose last response had no body by definition (an answer to HEAD, a 204,
-// a 304) is peeked at first (one system call), and closed rather than used when it has
-// something to read: a backend that sends a body anyway, or any bytes after such a response,
-// is out of step, and the next request on the connection would read them as its response (a
-// 502, or a forged answer). put catches bytes that came with the response; the peek catches
-// those that arrived after it. Other responses are framed by their own length or chunks, so
-// their connections are not peeked (the request path stays free of the system call); bytes
-// past such a response are caught only when they came with it.
+// Every idle connection is one whose last response was framed by its own length or chunks and
+// read to its end: a connection whose answer had no body by definition (to HEAD, a 204, a 304)
+// is never pooled (see retire), nor one with bytes past its response (see put).
 func (p *connPool) get(fresh bool) (*backendConn, error) {
-	for !fresh {
+	if !fresh {
 		p.mu.Lock()
-		n := len(p.idle)
-		if n == 0 {
+		if n := len(p.idle); n > 0 {
+			c := p.idle[n-1]
+			p.idle[n-1] = nil
+			p.idle = p.idle[:n-1]
 			p.mu.Unlock()
-			break
-		}
-		c := p.idle[n-1]
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		peek := c.bodiless
-		c.bodiless = false
-		if !peek || !c.peek.readable() {
 			return c, nil
 		}
-		c.close()
+		p.mu.Unlock()
 	}
 	wc, err := p.watch.dial(p.addr)
 	if err != nil {
 		return nil, err
 	}
-	bc := &backendConn{
+	if bc, ok := p.shells.pool.Get().(*backendConn); ok {
+		bc.wc = wc
+		bc.br.Reset(wc)
+		bc.bw.Reset(wc)
+		return bc, nil
+	}
+	return &backendConn{
 		wc: wc,
 		br: bufio.NewReaderSize(wc, readBufferSize),
 		bw: bufio.NewWriterSize(wc, writeBufferSize),
+	}, nil
+}
+
+// retire closes c after an answer that has no body by definition (to HEAD, a 204, a 304), and
+// keeps its buffers for a later dial. Such an answer ends where its header ends, so nothing
+// tells a body the backend sends anyway, or any bytes it sends later, from the answer to the
+// next request on the connection: reused, the connection could hand one client's answer to
+// another. So it is never reused, at the cost of a dial for the next request.
+//
+// The close is a reset (SO_LINGER 0), as HAProxy closes a server connection it is done with:
+// the answer has been read whole and nothing is left to send, and a normal close would leave
+// the socket in TIME_WAIT on pollbal's side for a minute, one per bodiless answer, using up
+// the ephemeral ports to a busy backend. c must not be used afterwards.
+func (p *connPool) retire(c *backendConn) {
+	c.wc.setClient(nil)
+	if tc, ok := c.wc.Conn.(interface{ SetLinger(int) error }); ok {
+		_ = tc.SetLinger(0)
 	}
-	bc.peek.init(wc.Conn)
-	return bc, nil
+	_ = c.wc.Close()
+	c.wc = nil
+	c.br.Reset(nil)
+	c.bw.Reset(nil)
+	p.shells.pool.Put(c)
 }
 
 // put makes c idle again, or closes it when it holds unread bytes (a backend that sent more

@@ -40,7 +40,7 @@ func (p *Proxy) planBody(ctx *fasthttp.RequestCtx, pc *configs.Proxy) (*uploadBo
 		}
 		return nil, true
 	case bodyStreamed:
-		up := &uploadBody{p: p, src: req.BodyStream(), limit: int64(pc.MaxRequestBody)}
+		up := &uploadBody{p: p, header: &req.Header, src: req.BodyStream(), limit: int64(pc.MaxRequestBody)}
 		req.SetBodyStream(up, length)
 		return up, true
 	}
@@ -72,7 +72,7 @@ func (p *Proxy) probeBody(ctx *fasthttp.RequestCtx, pc *configs.Proxy) (*uploadB
 			return nil, false
 		}
 	}
-	up := &uploadBody{p: p, prefix: read, src: src, limit: int64(pc.MaxRequestBody)}
+	up := &uploadBody{p: p, header: &req.Header, prefix: read, src: src, limit: int64(pc.MaxRequestBody)}
 	req.SetBodyStream(up, -1)
 	return up, true
 }

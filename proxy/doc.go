@@ -3,11 +3,15 @@
 // balancer, forwards the request over that backend's own connection pool, and releases the
 // lease when the forward ends. It makes the answers pollbal gives itself (404 no_app,
 // 503 pool_exhausted, 413 body_too_large, 502 backend_unreachable and bad_response, 504
-// backend_timeout), strips hop-by-hop headers both ways, adds X-Forwarded-* and X-Pollbal-*
+// backend_timeout; 405 for CONNECT and TRACE; 400 for a header name that is not a token or
+// for userinfo in the target or Host), strips hop-by-hop headers both ways (and header names
+// with "_" from requests, X-Pollbal-* from answers), adds X-Forwarded-* and X-Pollbal-*
 // headers, retries requests that could not reach a backend on the next candidate, reports each
 // forward's end to its lease (a failed one with its reason: counted, logged and towards
 // eject_after in the balancer), counts requests per app and status code in the metrics the
-// balancer keeps on each app, and its own answers by reason (answermetrics.go).
+// balancer keeps on each app, and its own answers by reason (answermetrics.go). A backend's
+// answer that comes before it has read the request is passed on, not taken for a failure, and
+// a backend connection is never reused after an answer without a body (roundtrip.go).
 //
 // Bodies are streamed with bounded memory both ways. A response body up to 64 KiB
 // is read whole and answered, freeing the backend connection and lease at once; a larger one,

@@ -15,6 +15,9 @@ const (
 	headerForwardedFor   = "X-Forwarded-For"
 	headerForwardedHost  = "X-Forwarded-Host"
 	headerForwardedProto = "X-Forwarded-Proto"
+	// headerOwnPrefix starts every header name pollbal sets on an answer: a backend's answer
+	// loses any it carries (stripResponseHeaders).
+	headerOwnPrefix = "X-Pollbal-"
 )
 
 // Client-identity headers: pollbal sets them from a client it does not trust, and keeps
@@ -56,10 +59,15 @@ func forwardedHeader(key []byte) forwardedKind { return classifyHeader(key).fwd 
 // The client's keep-alive choice is between it and pollbal: the server has already recorded
 // it, and the backend connection is pollbal's to keep.
 //
+// The same pass judges every header name (names.go): one holding "_" is dropped, and one that
+// is not a token makes the request one to refuse: prepareRequest then reports false at once.
+// The fields of a trailer section are dropped first (dropTrailers).
+//
 // It returns what the request asks of an upgrade (upgrade.go): a WebSocket upgrade keeps
 // "Connection: Upgrade" and "Upgrade: websocket"; a refused one is to be answered 501.
-func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) upgradePlan {
+func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) (upgradePlan, bool) {
 	h := &ctx.Request.Header
+	dropTrailers(h) // a chunked body read whole: its trailer fields would become headers
 	var buf [64]byte
 	client := requestClientIP(ctx, &buf)
 	trust := client.tcp && trusted.contains(client.ip)
@@ -69,6 +77,13 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) upgradePlan 
 		kept uint8 // 1 << forwardedKind of each header kept as sent
 	)
 	for k, v := range h.All() {
+		switch requestName(k) {
+		case nameUnderscore:
+			s.add(k)
+			continue
+		case nameInvalid:
+			return upgradeNone, false
+		}
 		class := classifyHeader(k) // one lookup for both kinds
 		s.see(k, v, class.hop, true)
 		switch f := class.fwd; {
@@ -134,7 +149,7 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) upgradePlan 
 		h.Set(headerConnection, "Upgrade")
 		h.Set(headerUpgrade, "websocket")
 	}
-	return upgrade
+	return upgrade, true
 }
 
 // viewBytes is s as bytes without a copy, for the fasthttp calls that only read their

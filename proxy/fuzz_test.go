@@ -29,18 +29,42 @@ const canaryMark = "{canary}"
 const fuzzDeadline = 10 * time.Second
 
 // fuzzEnv is the proxy on a real fasthttp server on 127.0.0.1, in front of one backend that
-// answers every request "ok", and a canary listener that counts the connections it got.
+// answers every request "ok", and a canary listener that counts the connections it got. The
+// backend also counts what must never reach it: a header name that is not a token or holds
+// "_", a TRACE request, and an Authorization header; and the requests it reads from a
+// connection that pollbal has already closed (clientGone peeks at the socket).
 type fuzzEnv struct {
 	bal       *balancer.Balancer
 	addr      string // the proxy's
 	backend   *backend
+	badNames  atomic.Int64
+	traces    atomic.Int64
+	auths     atomic.Int64
 	canary    string
 	canaryHit *atomic.Int64
+	abandoned atomic.Int64 // requests read after pollbal had closed their connection
 }
 
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	tb.Helper()
-	be := startBackend(tb, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") })
+	env := &fuzzEnv{}
+	be := startBackend(tb, func(ctx *fasthttp.RequestCtx) {
+		for k := range ctx.Request.Header.All() {
+			if requestName(k) != nameForwarded {
+				env.badNames.Add(1)
+			}
+			if equalFold(k, "Authorization") {
+				env.auths.Add(1)
+			}
+		}
+		if refusedMethod(ctx.Method()) {
+			env.traces.Add(1)
+		}
+		if clientGone(ctx.Conn()) {
+			env.abandoned.Add(1)
+		}
+		ctx.SetBodyString("ok")
+	})
 	hits := new(atomic.Int64)
 	canary := testproc.ServeLocal(tb, func(net.Conn) { hits.Add(1) })
 
@@ -73,7 +97,8 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 			tb.Errorf("serve: %v", err)
 		}
 	})
-	return &fuzzEnv{bal: bal, addr: ln.Addr().String(), backend: be, canary: canary, canaryHit: hits}
+	env.bal, env.addr, env.backend, env.canary, env.canaryHit = bal, ln.Addr().String(), be, canary, hits
+	return env
 }
 
 // fuzzSeeds are requests an attacker or a broken client sends: smuggling attempts (CL+TE,
@@ -133,6 +158,21 @@ var fuzzSeeds = []string{
 	"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: shop.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: shop.test\r\nConnection: X-Forwarded-For, Host\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n",
+	// Header names (trailers too), userinfo, TRACE.
+	"GET / HTTP/1.1\r\nHost: shop.test\r\nX_Forwarded_For: 6.6.6.6\r\nX-Real_IP: 6.6.6.6\r\nx_forwarded_proto: https\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: shop.test\r\nFoo Bar: x\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: shop.test\r\nX_A B: x\r\nContent-Length: 3\r\n\r\nabc",
+	"GET / HTTP/1.1\r\nHost: shop.test\r\nX-A\x01: x\r\nX-\xc3\xa9: y\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: user@shop.test\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: user:pw@" + canaryMark + "\r\n\r\n",
+	"GET http://user:pw@shop.test/ HTTP/1.1\r\nHost: shop.test\r\n\r\n",
+	"GET http://@shop.test/ HTTP/1.0\r\n\r\n",
+	"GET //user@" + canaryMark + "/ HTTP/1.1\r\nHost: shop.test\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: shop.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX 1: 1\r\nX_Bad: 1\r\nForwarded: for=6.6.6.6\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: shop.test\r\nTransfer-Encoding: chunked\r\nTrailer: X_Bad\r\n\r\n5\r\nhello\r\n0\r\nX_Bad: 1\r\n\r\n",
+	"TRACE / HTTP/1.1\r\nHost: shop.test\r\nCookie: session=secret\r\n\r\n",
+	"trace / HTTP/1.1\r\nHost: shop.test\r\nMax-Forwards: 0\r\n\r\n",
+	"GET /1 HTTP/1.1\r\nHost: shop.test\r\nX_Y: 1\r\n\r\nTRACE /2 HTTP/1.1\r\nHost: shop.test\r\n\r\nGET /3 HTTP/1.1\r\nHost: a@shop.test\r\n\r\n",
 	// Pipelining.
 	"GET /1 HTTP/1.1\r\nHost: shop.test\r\n\r\nGET /2 HTTP/1.1\r\nHost: shop.test\r\n\r\nHEAD /3 HTTP/1.1\r\nHost: shop.test\r\n\r\n",
 	"POST /1 HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 3\r\n\r\nabcGET /2 HTTP/1.1\r\nHost: shop.test\r\n\r\n",
@@ -149,8 +189,10 @@ var fuzzSeeds = []string{
 
 // FuzzRequest writes arbitrary bytes on a raw TCP connection to a running proxy and checks what
 // must hold whatever a client sends: no panic (it would end the process), an answer or a close
-// within fuzzDeadline, no lease left taken, nothing connecting to a host the request named, and
-// no request reaching the backend that the client got no answer for.
+// within fuzzDeadline, no lease left taken, nothing connecting to a host the request named, no
+// request reaching the backend that the client got no answer for, and none reaching it with a
+// header name that is not a token or holds "_", as TRACE, or with an Authorization header the
+// client did not send (userinfo turned into one).
 func FuzzRequest(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
@@ -158,7 +200,8 @@ func FuzzRequest(f *testing.F) {
 	env := newFuzzEnv(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		in = bytes.ReplaceAll(in, []byte(canaryMark), []byte(env.canary))
-		hitsBefore := env.backend.hits.Load()
+		hitsBefore, abandonedBefore := env.backend.hits.Load(), env.abandoned.Load()
+		badNames, traces, auths := env.badNames.Load(), env.traces.Load(), env.auths.Load()
 
 		out := env.send(t, in)
 
@@ -174,10 +217,23 @@ func FuzzRequest(f *testing.F) {
 			return true
 		})
 		// The backend answers a fixed "ok" and pollbal's own answers are fixed text, so every
-		// status line in out is one answer.
+		// status line in out is one answer. A request that reaches the backend after pollbal
+		// closed its connection is not counted: pollbal cut that forward (send's half-close
+		// counts as the client going away, and pollbal answers such a request itself), and
+		// the backend may read the request only after this input, or a later one, was checked.
 		answers := bytes.Count(out, []byte("HTTP/1.1 ")) - bytes.Count(out, []byte("HTTP/1.1 100 "))
-		if forwarded := env.backend.hits.Load() - hitsBefore; forwarded > int64(answers) {
+		forwarded := env.backend.hits.Load() - hitsBefore - (env.abandoned.Load() - abandonedBefore)
+		if forwarded > int64(answers) {
 			t.Errorf("backend received %d requests, client got %d answers: %q", forwarded, answers, truncate(out))
+		}
+		if n := env.badNames.Load() - badNames; n != 0 {
+			t.Errorf("%d header names that are not tokens or hold \"_\" reached the backend: %q", n, truncate(in))
+		}
+		if n := env.traces.Load() - traces; n != 0 {
+			t.Errorf("%d TRACE or CONNECT requests reached the backend: %q", n, truncate(in))
+		}
+		if n := env.auths.Load() - auths; n != 0 && !bytes.Contains(bytes.ToLower(in), []byte("authorization")) {
+			t.Errorf("%d Authorization headers the client did not send reached the backend: %q", n, truncate(in))
 		}
 		if n := env.canaryHit.Load(); n != 0 {
 			t.Fatalf("a request reached the host its target named (%d connections)", n)

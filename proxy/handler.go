@@ -10,8 +10,9 @@ import (
 )
 
 // Handler serves one client request: route by Host, lease a backend, forward, release (a
-// refused method or an ambiguous body framing is answered before any of that). It reads one
-// balancer snapshot for the whole request. It never keeps ctx after returning.
+// refused method, userinfo in the target or Host, or an ambiguous body framing is answered
+// before any of that). It reads one balancer snapshot for the whole request. It never keeps
+// ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.now()
 	p.handling.Add(1)
@@ -25,6 +26,8 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	switch {
 	case refusedMethod(ctx.Request.Header.Method()):
 		answerMethodNotAllowed(ctx)
+	case hasUserinfo(ctx.Request.Header.Host(), ctx.Request.Header.RequestURI(), ctx.URI()):
+		answerUserinfo(ctx)
 	case ambiguousFraming(&ctx.Request.Header):
 		answerAmbiguousFraming(ctx)
 	case app == nil:
@@ -101,7 +104,11 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		return endAnswered
 	}
 	http10 := !ctx.Request.Header.IsHTTP11() // prepareRequest makes the request HTTP/1.1
-	upgrade := prepareRequest(ctx, p.trust.get(snap.Config()))
+	upgrade, ok := prepareRequest(ctx, p.trust.get(snap.Config()))
+	if !ok {
+		answerBadHeaderName(ctx)
+		return endAnswered
+	}
 	if upgrade == upgradeRefused {
 		answerUpgradeUnsupported(ctx)
 		return endAnswered
@@ -283,7 +290,7 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 // relayResponse makes a backend's response header pollbal's answer: hop-by-hop headers go, and
 // the backend and pool that answered are named.
 func relayResponse(h *fasthttp.ResponseHeader, backend, pool string) {
-	stripResponseHops(h)
+	stripResponseHeaders(h)
 	// Set, without its copy and check of our own names, which are valid and canonical.
 	h.SetCanonical(viewBytes(headerBackend), viewBytes(backend))
 	h.SetCanonical(viewBytes(headerPool), viewBytes(pool))

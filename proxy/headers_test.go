@@ -133,9 +133,9 @@ func TestJoined(t *testing.T) {
 	}
 }
 
-// TestStripResponseHops works on a response header block with normalizing disabled, as
+// TestStripResponseHeaders works on a response header block with normalizing disabled, as
 // HostClient reads it from a backend: names keep the backend's case.
-func TestStripResponseHops(t *testing.T) {
+func TestStripResponseHeaders(t *testing.T) {
 	tests := []struct {
 		name    string
 		headers [][2]string
@@ -153,6 +153,11 @@ func TestStripResponseHops(t *testing.T) {
 			want: []string{"expect"}},
 		{name: "many connection tokens spill to the heap", headers: manyHops(40),
 			want: []string{"x-keep"}},
+		{name: "pollbal's own names in any case", headers: [][2]string{{"X-Pollbal-Reason", "pool_exhausted"}, {"x-pollbal-backend", "b9"},
+			{"X-POLLBAL-POOL", "p"}, {"X-Pollbal-Anything", "1"}, {"X-A", "1"}},
+			want: []string{"x-a"}},
+		{name: "names that only look like pollbal's kept", headers: [][2]string{{"X-Pollbal", "1"}, {"X-Pollbalx-A", "1"}, {"X_Pollbal-Reason", "1"}},
+			want: []string{"x-pollbal", "x-pollbalx-a", "x_pollbal-reason"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,7 +167,7 @@ func TestStripResponseHops(t *testing.T) {
 			for _, kv := range tt.headers {
 				h.Add(kv[0], kv[1])
 			}
-			stripResponseHops(&h)
+			stripResponseHeaders(&h)
 			var got []string
 			for k := range h.All() {
 				got = append(got, strings.ToLower(string(k)))
@@ -280,6 +285,15 @@ func TestRequestHeaders(t *testing.T) {
 		{name: "HTTP/1.0 client, HTTP/1.1 backend connection",
 			request: "GET / HTTP/1.0\r\nHost: a.shop.test\r\n\r\n",
 			want:    map[string]string{"connection": "", "protocol": "HTTP/1.1"}},
+		{name: "names with underscores dropped, whatever they look like",
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nX_Forwarded_For: 6.6.6.6\r\nX-Real_IP: 6.6.6.6\r\n" +
+				"X_Forwarded_Proto: https\r\nx_custom: 1\r\nX-Custom: 2\r\n\r\n",
+			want: map[string]string{"x_forwarded_for": "", "x-real_ip": "", "x_forwarded_proto": "", "x_custom": "",
+				"x-custom": "2", "x-forwarded-for": "127.0.0.1", "x-real-ip": "127.0.0.1", "x-forwarded-proto": "http"}},
+		{name: "names with underscores dropped from a trusted proxy too",
+			trusted: true,
+			request: "GET / HTTP/1.1\r\nHost: a.shop.test\r\nX_Forwarded_For: 6.6.6.6\r\nX-Forwarded-For: 10.1.1.1\r\n\r\n",
+			want:    map[string]string{"x_forwarded_for": "", "x-forwarded-for": "10.1.1.1, 127.0.0.1"}},
 		{name: "chunked body forwarded with a length",
 			request: "POST / HTTP/1.1\r\nHost: a.shop.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
 			want:    map[string]string{"transfer-encoding": "", "content-length": "5"}},
@@ -331,6 +345,12 @@ func TestResponseHeaders(t *testing.T) {
 		case "/spoof":
 			h.Set("X-Pollbal-Backend", "someone-else")
 			h.Set("X-Pollbal-Pool", "pool-other")
+			h.Set("X-Pollbal-Reason", "pool_exhausted")
+			ctx.SetBodyString("spoof")
+		case "/spoof-lower":
+			h.Set("x-pollbal-backend", "someone-else")
+			h.Set("x-pollbal-reason", "backend_timeout")
+			h.Set("X-POLLBAL-TRACE", "1")
 			ctx.SetBodyString("spoof")
 		}
 	})
@@ -351,7 +371,9 @@ func TestResponseHeaders(t *testing.T) {
 		{name: "chunked response streamed chunked", path: "/chunked", wantBody: "part part part ",
 			want: map[string]string{"transfer-encoding": "chunked", "content-length": ""}},
 		{name: "backend cannot spoof pollbal's headers", path: "/spoof", wantBody: "spoof",
-			want: map[string]string{"x-pollbal-backend": "b1", "x-pollbal-pool": "default"}},
+			want: map[string]string{"x-pollbal-backend": "b1", "x-pollbal-pool": "default", "x-pollbal-reason": ""}},
+		{name: "nor in lower case, nor invent one", path: "/spoof-lower", wantBody: "spoof",
+			want: map[string]string{"x-pollbal-backend": "b1", "x-pollbal-pool": "default", "x-pollbal-reason": "", "x-pollbal-trace": ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -194,30 +194,43 @@ func (s *hopSet) seeNamed(key []byte, request bool) bool {
 	return false
 }
 
-// stripResponseHops removes hop-by-hop headers from a backend's response before it goes to the
-// client. Most responses have none and cost one pass over the headers, which only classifies
-// the names; the headers are collected and deleted (stripHops) only when there is one. A
-// backend's "Connection: close" is about the backend connection, which the round trip has
-// already handled; the client connection stays as the client asked.
-func stripResponseHops(h *fasthttp.ResponseHeader) {
+// stripResponseHeaders removes from a backend's response, before it goes to the client, the
+// hop-by-hop headers and any X-Pollbal-* header: those are pollbal's to set (the caller sets
+// X-Pollbal-Backend and X-Pollbal-Pool), and a backend's own would pass for pollbal's word
+// (a forged X-Pollbal-Reason, say). Most responses have none and cost one pass over the
+// headers, which only classifies the names; the headers are collected and deleted
+// (stripHeaders) only when there is one. A backend's "Connection: close" is about the backend
+// connection, which the round trip has already handled; the client connection stays as the
+// client asked.
+func stripResponseHeaders(h *fasthttp.ResponseHeader) {
 	for k := range h.All() {
-		if isHop(hopHeader(k), false) {
-			stripHops(h)
+		if isHop(hopHeader(k), false) || ownHeader(k) {
+			stripHeaders(h)
 			break
 		}
 	}
 	h.ResetConnectionClose()
 }
 
-// stripHops deletes a response's hop-by-hop headers: those named so, and, in a second pass
-// that runs only when Connection names a header that is not one of the standard hop-by-hop
-// names, those it names.
+// ownHeader reports whether a header name is in pollbal's own X-Pollbal- family, ignoring
+// ASCII case.
+func ownHeader(key []byte) bool {
+	return len(key) >= len(headerOwnPrefix) && equalFold(key[:len(headerOwnPrefix)], headerOwnPrefix)
+}
+
+// stripHeaders deletes a response's hop-by-hop and X-Pollbal-* headers: those named so, and,
+// in a second pass that runs only when Connection names a header that is not one of the
+// standard hop-by-hop names, those it names.
 //
 // The loops range over h.All() directly (here and in prepareRequest), not through a shared
 // iter.Seq2 parameter: that lets the compiler keep the hopSet on the stack.
-func stripHops(h *fasthttp.ResponseHeader) {
+func stripHeaders(h *fasthttp.ResponseHeader) {
 	var s hopSet
 	for k, v := range h.All() {
+		if ownHeader(k) {
+			s.add(k)
+			continue
+		}
 		s.see(k, v, hopHeader(k), false)
 	}
 	if s.namesOthers(false) {

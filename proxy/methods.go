@@ -4,19 +4,23 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// reasonMethodNotAllowed is the reason of the 405 for a CONNECT request.
+// reasonMethodNotAllowed is the reason of the 405 for a CONNECT or TRACE request.
 const reasonMethodNotAllowed = "method_not_allowed"
 
 // allowedMethods is the Allow header of that 405 (RFC 9110 §15.5.6 requires one): the standard
-// methods pollbal forwards. Any other method is forwarded too; CONNECT is the only one refused.
-const allowedMethods = "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE"
+// methods pollbal forwards. Any other method is forwarded too; CONNECT and TRACE are the only
+// ones refused.
+const allowedMethods = "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS"
 
 // refusedMethod reports whether pollbal refuses a request method itself. CONNECT asks for a
 // tunnel to a host of the client's choosing: pollbal is not a forward proxy, so it never passes
-// one to a backend (which might open that tunnel). Methods are case-sensitive, but a lower-case
-// "connect" is refused too: no backend should be asked to decide what it means.
+// one to a backend (which might open that tunnel). TRACE asks the backend to send the request
+// back as it received it, cookies and credentials included, which a script in a browser could
+// then read (cross-site tracing); nothing behind a load balancer needs it. Methods are
+// case-sensitive, but lower-case ones are refused too: no backend should be asked to decide
+// what they mean.
 func refusedMethod(method []byte) bool {
-	return equalFold(method, fasthttp.MethodConnect)
+	return equalFold(method, fasthttp.MethodConnect) || equalFold(method, fasthttp.MethodTrace)
 }
 
 // answerMethodNotAllowed is the 405 for a refused method. The connection is closed after it:
@@ -24,7 +28,7 @@ func refusedMethod(method []byte) bool {
 func answerMethodNotAllowed(ctx *fasthttp.RequestCtx) {
 	r := answer(ctx, fasthttp.StatusMethodNotAllowed, reasonMethodNotAllowed)
 	r.Header.Set("Allow", allowedMethods)
-	r.AppendBodyString("method not allowed: pollbal is not a forward proxy\n")
+	r.AppendBodyString("method not allowed: pollbal forwards neither CONNECT nor TRACE\n")
 	r.SetConnectionClose()
 }
 

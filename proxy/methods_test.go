@@ -10,7 +10,7 @@ import (
 	"pollbal/configs"
 )
 
-// TestRefusedMethod: CONNECT, whatever its case, is the one method pollbal refuses.
+// TestRefusedMethod: CONNECT and TRACE, whatever their case, are the methods pollbal refuses.
 func TestRefusedMethod(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -19,6 +19,9 @@ func TestRefusedMethod(t *testing.T) {
 	}{
 		{name: "CONNECT", method: "CONNECT", want: true},
 		{name: "lower-case connect", method: "connect", want: true},
+		{name: "TRACE", method: "TRACE", want: true},
+		{name: "mixed-case trace", method: "Trace", want: true},
+		{name: "TRACE prefix", method: "TRACEX"},
 		{name: "GET", method: "GET"},
 		{name: "OPTIONS", method: "OPTIONS"},
 		{name: "unknown method", method: "PROPFIND"},
@@ -34,8 +37,8 @@ func TestRefusedMethod(t *testing.T) {
 	}
 }
 
-// TestConnect: a CONNECT request gets 405 method_not_allowed with an Allow header, reaches no
-// backend, takes no lease, and the connection is closed after the answer.
+// TestConnect: a CONNECT or TRACE request gets 405 method_not_allowed with an Allow header,
+// reaches no backend, takes no lease, and the connection is closed after the answer.
 func TestConnect(t *testing.T) {
 	be := okBackend(t)
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "evil.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
@@ -50,6 +53,8 @@ func TestConnect(t *testing.T) {
 		{name: "lower case", request: "connect / HTTP/1.1\r\nHost: shop.test\r\n\r\n"},
 		{name: "with a body", request: "CONNECT shop.test:443 HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 3\r\n\r\nabc"},
 		{name: "with Expect: 100-continue", request: "CONNECT shop.test:443 HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n"},
+		{name: "TRACE with a cookie", request: "TRACE / HTTP/1.1\r\nHost: shop.test\r\nCookie: session=secret\r\n\r\n"},
+		{name: "lower-case trace", request: "trace / HTTP/1.1\r\nHost: shop.test\r\n\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,8 +75,8 @@ func TestConnect(t *testing.T) {
 	if n := be.hits.Load(); n != 0 {
 		t.Errorf("backend received %d requests, want 0", n)
 	}
-	if got := requestsTotal(t, e.balReg, "shop", "405"); got != 5 {
-		t.Errorf(`requests_total{app="shop",code="405"} = %v, want 5`, got)
+	if got := requestsTotal(t, e.balReg, "shop", "405"); got != 7 {
+		t.Errorf(`requests_total{app="shop",code="405"} = %v, want 7`, got)
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net"
+	"syscall"
 
 	"github.com/valyala/fasthttp"
 
@@ -23,6 +24,19 @@ var errTooManyInterim = errors.New("backend sent too many informational response
 // backend connection.
 var errClientGone = errors.New("client went away")
 
+// mayHaveAnswered reports whether sending a request failed in a way that an answer from the
+// backend may explain: writing to the backend connection failed because the backend closed or
+// reset it (EPIPE, ECONNRESET), which a backend does after answering early. It is false when
+// reading the body from the client failed (up.clientErr; the client's own reset is an
+// ECONNRESET too), and for a connection closed on pollbal's side (the watchdog's timeout or a
+// client that went away), on which nothing can be read any more.
+func mayHaveAnswered(err error, up *uploadBody) bool {
+	if up != nil && up.clientErr != nil {
+		return false
+	}
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
 // fail closes c after err, and returns the error to report: errClientGone when the watchdog
 // closed c because the client went away.
 func (c *backendConn) fail(err error) error {
@@ -36,12 +50,16 @@ func (c *backendConn) fail(err error) error {
 
 // roundTrip sends ctx.Request to the backend of pool and reads its response into
 // ctx.Response, on a connection the watchdog watches (backend timeout, and the client going
-// away). A small response is read whole and the connection goes back to the pool at once; a
-// larger one is left in ctx.Response as a body stream that holds the connection and lease
-// until fasthttp has written it to the client: then streamed is true and the caller must not
-// release the lease. up is the request body when it is streamed (nil: buffered in
-// ctx.Request). When upgrade is set (a WebSocket handshake) and the backend answers 101, the
-// connection and lease go to an upgraded session (upgrade.go), and streamed is true too.
+// away). A backend may answer before it has read the whole request and close (RFC 9112 §9.5:
+// a 413 to a large upload, say): when sending fails so, an answer that came whole is still
+// read and passed on, as the backend's response and not as a failure. An answer without a
+// body (to HEAD, a 204, a 304) retires its connection. A small response is read whole and the
+// connection goes back to the pool at once; a larger one is left in ctx.Response as a body
+// stream that holds the connection and lease until fasthttp has written it to the client:
+// then streamed is true and the caller must not release the lease. up is the request body
+// when it is streamed (nil: buffered in ctx.Request). When upgrade is set (a WebSocket
+// handshake) and the backend answers 101, the connection and lease go to an upgraded session
+// (upgrade.go), and streamed is true too.
 //
 // On failure the error says what went wrong: a *dialError when nothing was sent.
 func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balancer.Lease, up *uploadBody, upgrade bool) (streamed bool, err error) {
@@ -59,19 +77,27 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 	if err = req.Write(bc.bw); err == nil {
 		err = bc.bw.Flush()
 	}
-	if err != nil {
-		return false, bc.fail(err)
+	// A send cut short by the backend may have been cut short by its answer: the answer, if
+	// one came whole, is read below like any other, on a connection that is then closed.
+	sendErr := err
+	if sendErr != nil && !mayHaveAnswered(sendErr, up) {
+		return false, bc.fail(sendErr)
 	}
 	// Only now may the watchdog peek at the client connection: a peek waits for the socket's
 	// read lock, which a streamed request body's blocking read holds (and a client that goes
 	// away meanwhile fails that read anyway).
 	bc.wc.setClient(ctx.Conn())
-	p.yieldIfBusy() // the answer takes the backend a wakeup and a turn on a CPU at least
+	if sendErr == nil {
+		p.yieldIfBusy() // the answer takes the backend a wakeup and a turn on a CPU at least
+	}
 
 	resp.ResetBody()
 	resp.Header.DisableNormalizing()
 	for n := 0; ; n++ {
 		if err = resp.Header.Read(bc.br); err != nil {
+			if sendErr != nil {
+				err = sendErr // no answer: the backend broke off the request
+			}
 			return false, bc.fail(err)
 		}
 		code := resp.StatusCode()
@@ -83,20 +109,21 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 			return false, bc.fail(errTooManyInterim)
 		}
 	}
-	if upgrade && resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
+	if upgrade && sendErr == nil && resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
 		p.startUpgrade(ctx, bc, lease)
 		return true, nil
 	}
 	head := req.Header.IsHead()
 	length := resp.Header.ContentLength()
-	keep := !resp.Header.ConnectionClose()
+	keep := sendErr == nil && !resp.Header.ConnectionClose()
 	switch planResponse(resp.StatusCode(), head, length) {
 	case respUnusable:
 		bc.close()
 		return false, errUnexpectedSwitch
 	case respNoBody:
 		resp.SkipBody = head
-		bc.bodiless = true // the next get peeks at it: a backend may send a body anyway
+		pool.retire(bc) // never reused: late bytes could pass for the next request's answer
+		return false, nil
 	case respBuffer:
 		if err = resp.ReadBody(bc.br, 0); err != nil {
 			return false, bc.fail(err)

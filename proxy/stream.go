@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"pollbal/balancer"
 )
 
@@ -180,12 +182,15 @@ var errBodyTooLarge = errors.New("request body over the limit")
 
 // uploadBody is a client's request body streamed to a backend: what was already read (a
 // chunked body's first part), then the rest from the client connection. It counts the bytes
-// against proxy.max_request_body, and records a failure to read from the client. It is used by
-// one goroutine at a time.
+// against proxy.max_request_body, and records a failure to read from the client. At the end
+// of a chunked body it drops the trailer section the server has just read into header, which
+// would otherwise follow the body to the backend unchecked (dropTrailers). It is used by one
+// goroutine at a time.
 type uploadBody struct {
 	p         *Proxy
-	prefix    []byte    // read from the client before the body was planned
-	src       io.Reader // the server's stream of the rest of the body
+	header    *fasthttp.RequestHeader // the request's: the server adds a trailer section to it
+	prefix    []byte                  // read from the client before the body was planned
+	src       io.Reader               // the server's stream of the rest of the body
 	read      int64
 	limit     int64      // proxy.max_request_body; 0: none
 	wc        *watchConn // the backend connection written to: waits for the client don't count against it
@@ -207,6 +212,9 @@ func (u *uploadBody) Read(p []byte) (int, error) {
 		u.tooLarge = true
 		u.clientErr = errBodyTooLarge
 		return 0, errBodyTooLarge
+	}
+	if err == io.EOF && u.header != nil {
+		dropTrailers(u.header)
 	}
 	if err != nil && err != io.EOF {
 		u.clientErr = err

@@ -107,7 +107,7 @@ func answerUpgradeUnsupported(ctx *fasthttp.RequestCtx) {
 func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease balancer.Lease) {
 	h := &ctx.Response.Header
 	protocol := append([]byte(nil), h.Peek(headerUpgrade)...)
-	stripResponseHops(h)
+	stripResponseHeaders(h)
 	h.Set(headerConnection, "Upgrade")
 	h.SetBytesV(headerUpgrade, protocol)
 	h.Set(headerBackend, lease.Backend.ID)

@@ -85,9 +85,9 @@ func TestPrepareRequestUpgrade(t *testing.T) {
 				ctx.Request.SetBodyString("hello"[:tt.contentLength])
 				ctx.Request.Header.SetContentLength(tt.contentLength) // as a parsed request has it
 			}
-			got := prepareRequest(&ctx, &trustedNets{})
-			if got != tt.want {
-				t.Fatalf("prepareRequest = %d, want %d", got, tt.want)
+			got, ok := prepareRequest(&ctx, &trustedNets{})
+			if !ok || got != tt.want {
+				t.Fatalf("prepareRequest = %d, %v; want %d, true", got, ok, tt.want)
 			}
 			h := &ctx.Request.Header
 			if got := string(h.Peek("Connection")); got != tt.wantConnection {

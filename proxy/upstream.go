@@ -29,10 +29,11 @@ const (
 // the backend's capacity: the leases bound the connections in use, so a pool never makes a
 // request wait, and a capacity change keeps the idle connections. It is safe for concurrent use.
 type upstreams struct {
-	bal   *balancer.Balancer
-	watch *watchdog  // watches every pool's connections
-	mu    sync.Mutex // serialises rebuilds
-	t     atomic.Pointer[upstreamTable]
+	bal    *balancer.Balancer
+	watch  *watchdog  // watches every pool's connections
+	shells connShells // buffers of retired connections, for every pool's dials
+	mu     sync.Mutex // serialises rebuilds
+	t      atomic.Pointer[upstreamTable]
 }
 
 // upstreamTable is the pools of one configuration's backends. It is immutable once published.
@@ -71,7 +72,7 @@ func (u *upstreams) slow(b *balancer.Backend) *connPool {
 	}
 	// b left the configuration while this request held an older snapshot: its connection is
 	// not kept for anyone.
-	p := newConnPool(b.Address, u.watch)
+	p := newConnPool(b.Address, u.watch, &u.shells)
 	p.closed = true
 	return p
 }
@@ -94,7 +95,7 @@ func (u *upstreams) rebuild() *upstreamTable {
 			next.pools[b] = p
 			continue
 		}
-		next.pools[b] = newConnPool(b.Address, u.watch)
+		next.pools[b] = newConnPool(b.Address, u.watch, &u.shells)
 	}
 	for b, p := range old.pools {
 		if next.pools[b] == nil {

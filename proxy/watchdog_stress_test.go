@@ -244,7 +244,7 @@ func TestCutNeverHitsTheNextForward(t *testing.T) {
 			if c.reusable() {
 				t.Fatal("a connection the watchdog cut is reusable")
 			}
-			pool := newConnPool("127.0.0.1:1", w)
+			pool := newConnPool("127.0.0.1:1", w, &connShells{})
 			pool.put(&backendConn{wc: c, br: bufio.NewReader(c)})
 			if n := len(pool.idle); n != 0 {
 				t.Fatalf("the pool kept the cut connection (%d idle)", n)
