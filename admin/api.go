@@ -1,20 +1,17 @@
 package admin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
 	"strings"
 
-	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/store"
 )
 
 // maxBodyBytes bounds every admin request body; a larger one is answered 413.
@@ -23,8 +20,8 @@ const maxBodyBytes = 4 << 10
 // Admin actions, as written in the audit log.
 const (
 	actionListPools = "list_pools"
-	actionMove      = "move"
-	actionClear     = "clear_override"
+	actionMove      = store.ActionMove
+	actionClear     = store.ActionClear
 	actionReload    = "reload"
 	actionUnknown   = "unknown"
 )
@@ -142,13 +139,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, c *call, found
 	case actionMove:
 		return s.move(r.Context(), c, body)
 	case actionClear:
-		if s.store != nil {
-			if _, moved := s.bal.Overrides()[c.target]; !moved && !s.bal.Known(c.target) {
-				return fail(http.StatusNotFound, "unknown backend %q", c.target)
-			}
-			return s.storeMove(r.Context(), c, "")
-		}
-		return s.clear(c.target)
+		return s.clear(r.Context(), c)
 	default:
 		force, err := parseForce(r.URL.RawQuery)
 		if err != nil {
@@ -157,125 +148,6 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, c *call, found
 		c.force = force
 		return s.doReload(r.Context(), force)
 	}
-}
-
-// moveRequest is the body of PUT /admin/backends/{id}/pool.
-type moveRequest struct {
-	Pool *string `json:"pool"`
-}
-
-// poolAnswer is the answer to a move: where the backend is now and why.
-type poolAnswer struct {
-	ID         string `json:"id"`
-	Pool       string `json:"pool"`
-	PoolSource string `json:"pool_source"`
-}
-
-// move persists the new override set, then applies it: when the state file cannot be written
-// nothing changes.
-func (s *Server) move(ctx context.Context, c *call, body []byte) result {
-	var req moveRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() || req.Pool == nil {
-		return fail(http.StatusBadRequest, `body must be the JSON object {"pool":"<name>"}`)
-	}
-	c.pool = *req.Pool
-	if !configs.ValidPoolName(c.pool) {
-		return fail(http.StatusBadRequest, "invalid pool name %q: want [a-z0-9][a-z0-9_.-]{0,62}", c.pool)
-	}
-	if !s.bal.Known(c.target) {
-		return fail(http.StatusNotFound, "unknown backend %q", c.target)
-	}
-	if s.store != nil {
-		return s.storeMove(ctx, c, c.pool)
-	}
-	s.moveMu.Lock()
-	defer s.moveMu.Unlock()
-	old := s.bal.Overrides()
-	next := maps.Clone(old)
-	next[c.target] = c.pool
-	if err := s.persist(old, next); err != nil {
-		return fail(http.StatusInternalServerError, "nothing changed: %v", err)
-	}
-	if err := s.bal.SetOverride(c.target, c.pool); err != nil {
-		s.restore(old)
-		return overrideFailed(err)
-	}
-	return s.answer(c.target)
-}
-
-// clear drops a backend's override after persisting the set without it.
-func (s *Server) clear(id string) result {
-	s.moveMu.Lock()
-	defer s.moveMu.Unlock()
-	old := s.bal.Overrides()
-	if _, ok := old[id]; !ok {
-		if !s.bal.Known(id) {
-			return fail(http.StatusNotFound, "unknown backend %q", id)
-		}
-		return s.answer(id) // nothing to drop
-	}
-	next := maps.Clone(old)
-	delete(next, id)
-	if err := s.persist(old, next); err != nil {
-		return fail(http.StatusInternalServerError, "nothing changed: %v", err)
-	}
-	if err := s.bal.ClearOverride(id); err != nil {
-		s.restore(old)
-		return overrideFailed(err)
-	}
-	if !s.bal.Known(id) { // an override left behind by a reload that removed the backend
-		return result{code: http.StatusOK, body: poolAnswer{ID: id}}
-	}
-	return s.answer(id)
-}
-
-// persist writes next to the state file, if one is configured. When the file was replaced but
-// the write still failed (the directory fsync), the old set is written back so that file and
-// balancer keep agreeing.
-func (s *Server) persist(old, next map[string]string) error {
-	path := s.settings.Load().stateFile
-	if path == "" {
-		return nil
-	}
-	replaced, err := saveState(path, next)
-	if err != nil && replaced {
-		s.restore(old)
-	}
-	return err
-}
-
-// restore writes old back to the state file after a failed move.
-func (s *Server) restore(old map[string]string) {
-	path := s.settings.Load().stateFile
-	if path == "" {
-		return
-	}
-	if err := SaveState(path, old); err != nil {
-		s.log.Error("cannot restore the admin state file; it may not match the running overrides",
-			"state_file", path, "err", err)
-	}
-}
-
-// overrideFailed maps the balancer's override errors to answers; a backend can vanish between
-// the check and the call when a reload removes it.
-func overrideFailed(err error) result {
-	switch {
-	case errors.Is(err, balancer.ErrUnknownBackend):
-		return fail(http.StatusNotFound, "%v", err)
-	case errors.Is(err, balancer.ErrInvalidPool):
-		return fail(http.StatusBadRequest, "%v", err)
-	}
-	return fail(http.StatusInternalServerError, "%v", err)
-}
-
-func (s *Server) answer(id string) result {
-	pool, source, ok := s.bal.Snapshot().PoolOf(id)
-	if !ok {
-		return fail(http.StatusNotFound, "unknown backend %q", id)
-	}
-	return result{code: http.StatusOK, body: poolAnswer{ID: id, Pool: pool, PoolSource: source}}
 }
 
 func (s *Server) doReload(ctx context.Context, force bool) result {

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/store"
 )
 
 func TestAdminAPIStatusCodes(t *testing.T) {
@@ -206,7 +205,7 @@ func TestMoveAnswerAndPersistence(t *testing.T) {
 		if resp.code != 200 {
 			t.Fatalf("status %d: %s", resp.code, resp.body)
 		}
-		loaded, err := LoadState(f.stateFile)
+		loaded, err := store.ReadState(f.stateFile)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,53 +214,6 @@ func TestMoveAnswerAndPersistence(t *testing.T) {
 			t.Errorf("after restart web-2 is in %s, want unassigned/admin", got)
 		}
 	})
-}
-
-// TestStateFileUnwritable runs as root in CI, where permission bits do not stop writes; these
-// paths fail for root too.
-func TestStateFileUnwritable(t *testing.T) {
-	dirPath := filepath.Join(t.TempDir(), "state-is-a-dir")
-	if err := os.Mkdir(dirPath, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	// A non-empty directory cannot be replaced by rename, whoever asks.
-	writeFile(t, filepath.Join(dirPath, "keep"), "x")
-	fileAsDir := filepath.Join(t.TempDir(), "plain-file")
-	writeFile(t, fileAsDir, "x")
-	tests := []struct {
-		name   string
-		path   string
-		method string
-		body   string
-		start  map[string]string
-		want   string // web-1's pool/source, unchanged
-	}{
-		{name: "move, directory missing", path: filepath.Join(t.TempDir(), "missing", "state.json"), method: "PUT", body: `{"pool":"unassigned"}`, want: "pool-acme/owner"},
-		{name: "move, path is a directory", path: dirPath, method: "PUT", body: `{"pool":"unassigned"}`, want: "pool-acme/owner"},
-		{name: "move, parent is a file", path: filepath.Join(fileAsDir, "state.json"), method: "PUT", body: `{"pool":"unassigned"}`, want: "pool-acme/owner"},
-		{name: "move, under /proc", path: "/proc/pollbal-state.json", method: "PUT", body: `{"pool":"unassigned"}`, want: "pool-acme/owner"},
-		{name: "clear, directory missing", path: filepath.Join(t.TempDir(), "missing", "state.json"), method: "DELETE", start: map[string]string{"web-1": "canary"}, want: "canary/admin"},
-		{name: "clear, path is a directory", path: dirPath, method: "DELETE", start: map[string]string{"web-1": "canary"}, want: "canary/admin"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, fixtureOptions{stateFile: tt.path, overrides: tt.start})
-			before := f.bal.Overrides()
-			resp := f.do(t, tt.method, "/admin/backends/web-1/pool", bearer(testToken), tt.body)
-			if resp.code != 500 {
-				t.Fatalf("status %d, want 500: %s", resp.code, resp.body)
-			}
-			if msg := errorOf(t, resp.body); !strings.Contains(msg, "save state") {
-				t.Errorf("error %q does not say the state could not be saved", msg)
-			}
-			if got := f.poolOf(t, "web-1"); got != tt.want {
-				t.Errorf("web-1 is in %s after a failed write, want %s", got, tt.want)
-			}
-			if after := f.bal.Overrides(); !maps.Equal(before, after) {
-				t.Errorf("overrides changed from %s to %s", fmtMap(before), fmtMap(after))
-			}
-		})
-	}
 }
 
 func TestAuditLine(t *testing.T) {
@@ -297,7 +249,7 @@ func TestAuditLine(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f.do(t, tt.method, tt.path, tt.auth, tt.body)
-			recs := f.logs.records(t, "admin call")
+			recs := f.logs.Records(t, "admin call")
 			if len(recs) != i+1 {
 				t.Fatalf("%d audit lines after %d calls", len(recs), i+1)
 			}
@@ -335,50 +287,6 @@ func TestAuditLine(t *testing.T) {
 	}
 }
 
-// TestConcurrentMovesKeepFileAndBalancerInAgreement is the reason moves are serialised: without
-// the mutex two moves read the same override set and the later write drops the earlier move.
-func TestConcurrentMovesKeepFileAndBalancerInAgreement(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
-	ids := []string{"web-1", "web-2", "web-3", "canary-1"}
-	pools := []string{"unassigned", "canary", "pool-x", "default"}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(ids)*len(pools))
-	for _, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, p := range pools {
-				method, body := "PUT", `{"pool":"`+p+`"}`
-				if p == "pool-x" {
-					method, body = "DELETE", ""
-				}
-				resp, err := f.send(method, "/admin/backends/"+id+"/pool", bearer(testToken), body)
-				if err != nil {
-					errs <- err
-					continue
-				}
-				if resp.code != 200 {
-					errs <- fmt.Errorf("%s %s: %d %s", method, id, resp.code, resp.body)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	file := stateFileOverrides(t, f.stateFile)
-	if got := f.bal.Overrides(); !maps.Equal(file, got) {
-		t.Errorf("state file %s disagrees with the balancer %s", fmtMap(file), fmtMap(got))
-	}
-	for _, id := range ids {
-		if file[id] != "default" {
-			t.Errorf("%s ends in %q, want default (the last move)", id, file[id])
-		}
-	}
-}
-
 func TestPrepareAndApply(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	dir := t.TempDir()
@@ -386,39 +294,32 @@ func TestPrepareAndApply(t *testing.T) {
 	writeFile(t, newToken, "rotated\n")
 	emptyToken := filepath.Join(dir, "empty-token")
 	writeFile(t, emptyToken, " \n")
-	movedState := filepath.Join(dir, "moved-state.json")
-	if resp := f.do(t, "PUT", "/admin/backends/web-1/pool", bearer(testToken), `{"pool":"unassigned"}`); resp.code != 200 {
-		t.Fatalf("move: %d %s", resp.code, resp.body)
-	}
 	steps := []struct {
 		name      string
 		tokenFile string
-		stateFile string
 		wantErr   string
 		wantCodes map[string]int // token → status of GET /admin/pools
 	}{
-		{name: "missing token file is rejected", tokenFile: filepath.Join(dir, "missing"), stateFile: f.stateFile, wantErr: "admin.token_file",
+		{name: "missing token file is rejected", tokenFile: filepath.Join(dir, "missing"), wantErr: "admin.token_file",
 			wantCodes: map[string]int{testToken: 200, "rotated": 401}},
-		{name: "empty token file is rejected", tokenFile: emptyToken, stateFile: f.stateFile, wantErr: "empty",
+		{name: "empty token file is rejected", tokenFile: emptyToken, wantErr: "empty",
 			wantCodes: map[string]int{testToken: 200}},
-		{name: "unwritable new state file is rejected", tokenFile: newToken, stateFile: filepath.Join(dir, "no", "state.json"), wantErr: "admin.state_file",
-			wantCodes: map[string]int{testToken: 200, "rotated": 401}},
-		{name: "token rotation", tokenFile: newToken, stateFile: movedState,
+		{name: "token rotation", tokenFile: newToken,
 			wantCodes: map[string]int{testToken: 401, "rotated": 200}},
-		{name: "token_file removed", tokenFile: "", stateFile: movedState,
+		{name: "token_file removed", tokenFile: "",
 			wantCodes: map[string]int{testToken: 403, "rotated": 403}},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			c, err := f.srv.Prepare(st.tokenFile, st.stateFile, Limits{})
+			c, err := f.srv.Prepare(st.tokenFile, Limits{})
 			if err == nil {
-				err = f.srv.Apply(c)
+				f.srv.Apply(c)
 			}
 			switch {
 			case st.wantErr == "" && err != nil:
-				t.Fatalf("Prepare, Apply: %v", err)
+				t.Fatalf("Prepare: %v", err)
 			case st.wantErr != "" && (err == nil || !strings.Contains(err.Error(), st.wantErr)):
-				t.Fatalf("Prepare, Apply error %v, want one containing %q", err, st.wantErr)
+				t.Fatalf("Prepare error %v, want one containing %q", err, st.wantErr)
 			}
 			for token, want := range st.wantCodes {
 				if resp := f.do(t, "GET", "/admin/pools", bearer(token), ""); resp.code != want {
@@ -426,9 +327,6 @@ func TestPrepareAndApply(t *testing.T) {
 				}
 			}
 		})
-	}
-	if got := stateFileOverrides(t, movedState); got["web-1"] != "unassigned" {
-		t.Errorf("the new state file holds %s, want the running override web-1 → unassigned", fmtMap(got))
 	}
 }
 
@@ -445,9 +343,10 @@ func TestNewRejects(t *testing.T) {
 		{name: "nil balancer", opts: Options{Warnings: ok.warnings, Gatherer: ok.reg}, wantErr: "nil balancer"},
 		{name: "nil warnings", opts: Options{Balancer: ok.bal, Gatherer: ok.reg}, wantErr: "nil warnings"},
 		{name: "nil gatherer", opts: Options{Balancer: ok.bal, Warnings: ok.warnings}, wantErr: "nil gatherer"},
-		{name: "missing token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, TokenFile: filepath.Join(dir, "nope")}, wantErr: "admin.token_file"},
-		{name: "empty token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, TokenFile: empty}, wantErr: "is empty"},
-		{name: "token file is a directory", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, TokenFile: dir}, wantErr: "admin.token_file"},
+		{name: "nil store", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg}, wantErr: "nil store"},
+		{name: "missing token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: filepath.Join(dir, "nope")}, wantErr: "admin.token_file"},
+		{name: "empty token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: empty}, wantErr: "is empty"},
+		{name: "token file is a directory", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: dir}, wantErr: "admin.token_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -455,7 +354,7 @@ func TestNewRejects(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("New error %v, want one containing %q", err, tt.wantErr)
 			}
-			if errors.Unwrap(err) == nil && tt.name != "nil balancer" && tt.name != "nil warnings" && tt.name != "nil gatherer" {
+			if errors.Unwrap(err) == nil && !strings.HasPrefix(tt.name, "nil ") {
 				t.Errorf("error %v is not wrapped", err)
 			}
 		})

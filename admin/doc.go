@@ -7,8 +7,8 @@
 // accepted, and each connection is closed when it waits too long for a request head or between
 // requests, so that connections to the admin port cannot take what client traffic needs.
 //
-// Admin overrides are persisted to the state file before they are applied (LoadState and
-// SaveState), so a move either survives a restart or does not happen at all; the temporary files
-// of writes a crash interrupted are removed at start (RemoveStaleTemps). Reads go through
-// the balancer's quiet path and never raise alarms.
+// Admin is HTTP only: a move is handed to the store of moves (package store), which keeps it
+// (state file or etcd) before it applies it; admin maps the store's errors to answers in one
+// place (moveFailed) and writes the audit line. Reads go through the balancer's quiet path and
+// never raise alarms.
 package admin

@@ -20,6 +20,7 @@ import (
 	"pollbal/configs"
 	"pollbal/internal/testproc"
 	"pollbal/report"
+	"pollbal/store"
 	"pollbal/warning"
 )
 
@@ -63,7 +64,8 @@ type fixtureOptions struct {
 	reload    func(ctx context.Context, force bool) error
 	refresh   time.Duration
 	config    *configs.Config // nil → testConfig()
-	store     MoveStore       // nil → moves stay local
+	etcd      string          // an etcd endpoint: the moves live there; "" → in the state file
+	store     store.Store     // a stand-in store of moves; nil → the one stateFile and etcd name
 	limits    Limits          // for Serve
 }
 
@@ -115,10 +117,24 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	default:
 		f.stateFile = o.stateFile
 	}
+	log := slog.New(slog.NewJSONHandler(f.logs, nil))
+	moves := o.store
+	if moves == nil {
+		var etcd *configs.Etcd
+		if o.etcd != "" {
+			etcd = &configs.Etcd{Endpoints: []string{o.etcd}, Prefix: "/t/", DialTimeout: 200 * time.Millisecond}
+		}
+		moves, err = store.New(store.Options{
+			StateFile: f.stateFile, Etcd: etcd, Initial: o.overrides, Target: bal, Events: bal.Events(), Logger: log, Registerer: f.reg,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { moves.Close() })
+	}
 	f.srv, err = New(Options{
-		Balancer: bal, Warnings: f.warnings, Gatherer: f.reg, TokenFile: f.tokenFile, StateFile: f.stateFile,
-		Reload: o.reload, Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Refresh: o.refresh,
-		Store: o.store, Limits: o.limits, Registerer: f.reg,
+		Balancer: bal, Warnings: f.warnings, Gatherer: f.reg, TokenFile: f.tokenFile, Store: moves,
+		Reload: o.reload, Logger: log, Refresh: o.refresh, Limits: o.limits, Registerer: f.reg,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -203,26 +219,6 @@ func (f *fixture) poolOf(t *testing.T, id string) string {
 // logBuffer collects log output; it is safe for concurrent use.
 type logBuffer struct{ testproc.Buffer }
 
-// records decodes every JSON log line with the given message.
-func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	data := l.String()
-	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(data), "\n") {
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 // errorOf decodes a JSON error body.
 func errorOf(t *testing.T, body string) string {
 	t.Helper()
@@ -238,10 +234,10 @@ func errorOf(t *testing.T, body string) string {
 	return e.Error
 }
 
-// stateFileOverrides reads the state file's overrides through LoadState.
-func stateFileOverrides(t *testing.T, path string) map[string]string {
+// stateFileOverrides reads the state file's moves as the next start would.
+func stateFileOverrides(t *testing.T, path string) store.Moves {
 	t.Helper()
-	got, err := LoadState(path)
+	got, err := store.ReadState(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func nonce() string {
 
 func (s *Server) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
 	v := buildView(s.state(), time.Now(), s.refresh)
-	v.Store = s.storeStatus()
+	v.Store = s.store.Status()
 	v.Nonce = nonce()
 	var buf bytes.Buffer
 	if err := s.page.Execute(&buf, v); err != nil {

@@ -77,7 +77,7 @@ func TestReloadForceAndReasons(t *testing.T) {
 			if tt.wantReason != "" && len(body.Problems) == 0 {
 				t.Errorf("a rejected reload lists no problem: %s", resp.body)
 			}
-			recs := f.logs.records(t, "admin call")
+			recs := f.logs.Records(t, "admin call")
 			if len(recs) != 1 {
 				t.Fatalf("%d audit lines, want 1", len(recs))
 			}

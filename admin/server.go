@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/internal/defaults"
+	"pollbal/store"
 	"pollbal/warning"
 )
 
@@ -31,10 +31,9 @@ type Options struct {
 	Warnings  *warning.Tracker    // the warning round: groups and warned flags in the state
 	Gatherer  prometheus.Gatherer // served at /metrics
 	TokenFile string              // bearer token for /admin/*; "" → /admin/* answers 403
-	StateFile string              // persisted overrides; "" → in memory only
-	// Store, when set, is the shared store of moves: PUT/DELETE write it, and StateFile is
-	// the cache of what was read from it (ApplyStore).
-	Store MoveStore
+	// Store is where moves live: PUT and DELETE /admin/backends/{id}/pool go through it, and
+	// /api/state shows its status.
+	Store store.Store
 	// Reload is POST /admin/reload (same as SIGHUP; ?force=true passes force); nil → 501. A
 	// rejection's reason (configs.ReasonOf) is answered and audited.
 	Reload func(ctx context.Context, force bool) error
@@ -48,9 +47,8 @@ type Options struct {
 
 // settings are the parts of the configuration a reload may change. They are replaced wholesale.
 type settings struct {
-	digest    *[32]byte // SHA-256 of the token; nil when no token_file is configured
-	stateFile string
-	limits    Limits
+	digest *[32]byte // SHA-256 of the token; nil when no token_file is configured
+	limits Limits
 }
 
 // Server serves the admin listener. It is safe for concurrent use and must not be copied.
@@ -63,7 +61,7 @@ type Server struct {
 	page     *template.Template
 	handler  http.Handler
 	settings atomic.Pointer[settings]
-	store    MoveStore // nil: moves are local (state file or memory)
+	store    store.Store
 
 	http  *http.Server
 	conns *conns
@@ -71,10 +69,6 @@ type Server struct {
 	// (a reload queued behind another) gives up instead of holding the shutdown.
 	base       context.Context
 	cancelBase context.CancelFunc
-
-	// moveMu serialises moves and settings changes, so the state file and the balancer's
-	// overrides always agree.
-	moveMu sync.Mutex
 }
 
 // New builds a Server. A configured token file must be readable and non-empty.
@@ -87,6 +81,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Gatherer == nil {
 		return nil, errors.New("admin: nil gatherer")
+	}
+	if o.Store == nil {
+		return nil, errors.New("admin: nil store")
 	}
 	o.Logger = defaults.Logger(o.Logger)
 	if o.Refresh <= 0 {
@@ -101,7 +98,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{bal: o.Balancer, warnings: o.Warnings, reload: o.Reload, log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
-	s.settings.Store(&settings{digest: digest, stateFile: o.StateFile, limits: o.Limits})
+	s.settings.Store(&settings{digest: digest, limits: o.Limits})
 	s.conns, err = newConns(func() Limits { return s.settings.Load().limits }, o.Logger, defaults.Registerer(o.Registerer))
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
@@ -158,42 +155,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Change is a reloaded configuration's admin settings, read and checked by Prepare and applied
 // by Apply. It is immutable.
 type Change struct {
-	digest    *[32]byte
-	stateFile string
-	limits    Limits
+	digest *[32]byte
+	limits Limits
 }
 
 // Prepare reads what a reloaded configuration's admin settings name and checks it, changing
 // nothing: the new token file must be readable and non-empty.
-func (s *Server) Prepare(tokenFile, stateFile string, limits Limits) (*Change, error) {
+func (s *Server) Prepare(tokenFile string, limits Limits) (*Change, error) {
 	digest, err := readToken(tokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("admin.token_file: %w", err)
 	}
-	return &Change{digest: digest, stateFile: stateFile, limits: limits}, nil
+	return &Change{digest: digest, limits: limits}, nil
 }
 
-// Apply applies a prepared change. Nothing changes when it fails: a new state file must take
-// the running overrides (they stay authoritative across reloads, so they are written to the
-// new path).
-func (s *Server) Apply(c *Change) error {
-	s.moveMu.Lock()
-	defer s.moveMu.Unlock()
-	old := s.settings.Load()
-	if c.stateFile != "" && c.stateFile != old.stateFile {
-		overrides := s.bal.Overrides()
-		if err := SaveState(c.stateFile, overrides); err != nil {
-			return fmt.Errorf("admin.state_file: %w", err)
-		}
-		s.log.Info("admin state file changed; running overrides written to it",
-			"state_file", c.stateFile, "overrides", len(overrides))
-	}
-	s.settings.Store(&settings{digest: c.digest, stateFile: c.stateFile, limits: c.limits})
-	return nil
+// Apply applies a prepared change.
+func (s *Server) Apply(c *Change) {
+	s.settings.Store(&settings{digest: c.digest, limits: c.limits})
 }
 
 func (s *Server) serveState(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, stateAnswer{State: s.state(), Store: s.storeStatus()})
+	writeJSON(w, http.StatusOK, stateAnswer{State: s.state(), Store: s.store.Status()})
 }
 
 func serveHealthz(w http.ResponseWriter, _ *http.Request) {

@@ -15,7 +15,8 @@ import (
 	"pollbal/report"
 )
 
-// Errors of the override calls; the admin API maps them to 404 and 400.
+// Errors of the override calls. The store of moves checks the pool name and the backend before
+// it calls, so only ErrUnknownBackend comes back to it: a reload removed the backend in between.
 var (
 	ErrUnknownBackend = errors.New("unknown backend")
 	ErrInvalidPool    = errors.New("invalid pool name")

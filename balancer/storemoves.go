@@ -4,25 +4,18 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-
-	"pollbal/configs"
 )
 
 // AlarmStoreUnavailable is the alarm raised when the shared store of moves cannot be reached.
 const AlarmStoreUnavailable = "store_unavailable"
 
 // ReplaceOverrides sets the whole set of admin overrides at once (the moves read from a shared
-// store). A move for a backend id that is not configured here is kept and applies when the
-// backend appears; one with an invalid pool name is dropped and logged. It reports whether the
-// set changed.
+// store, which validated them: store.Validate). A move for a backend id that is not configured
+// here is kept and applies when the backend appears. It reports whether the set changed.
 func (b *Balancer) ReplaceOverrides(moves map[string]string) bool {
-	next := make(map[string]string, len(moves))
-	for id, pool := range moves {
-		if !configs.ValidPoolName(pool) {
-			b.log.Warn("ignoring a shared move with an invalid pool name", "backend", id, "pool", pool)
-			continue
-		}
-		next[id] = pool
+	next := maps.Clone(moves)
+	if next == nil {
+		next = map[string]string{}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,136 +11,182 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"pollbal/internal/defaults"
 )
 
-// Kinds of store, as /api/state names them.
-const (
-	KindEtcd   = "etcd"
-	KindFile   = "file"
-	KindMemory = "memory"
-)
-
-// Status is the store object of /api/state.
-type Status struct {
-	Kind     string `json:"kind"`
-	Up       bool   `json:"up"`
-	Revision int64  `json:"revision"`
-}
-
-// ErrUnavailable is returned by Put and Delete when etcd cannot be reached: nothing changed.
-var ErrUnavailable = errors.New("store unavailable")
-
-// Change is one move read from etcd: Pool is "" when the move was deleted.
-type Change struct {
-	ID       string
-	Pool     string
-	Revision int64
-}
-
-// Update is the whole set of moves after some changes, at Revision. Resync is true when it
-// comes from reading everything (start, reconnect, compacted watch) rather than from the watch.
-type Update struct {
-	Moves    map[string]string
-	Changes  []Change
-	Revision int64
-	Resync   bool
-}
-
-// Timings of the etcd follower.
+// Timings of the etcd store.
 const (
 	probeInterval = 300 * time.Millisecond
 	retryInterval = 500 * time.Millisecond
+	// applyWait bounds how long a move waits, after etcd committed it, for this instance's
+	// watch to apply it before answering.
+	applyWait = 2 * time.Second
 )
 
-// EtcdOptions configure an Etcd store.
-type EtcdOptions struct {
-	Endpoints   []string
-	Prefix      string // keys are <Prefix>moves/<backend id>
-	DialTimeout time.Duration
-	Username    string
-	Password    string
-	TLS         *tls.Config // nil: plain connections
-	// Initial is the set of moves read from etcd last (the cache): Run's first read reports
-	// its changes against it.
-	Initial map[string]string
-	// Apply receives every new set of moves, in revision order, from Run's goroutine.
-	Apply func(Update)
-	// Up is called from Run's goroutine each time etcd becomes reachable (true, after everything
-	// was read) or unreachable (false, with why).
-	Up     func(up bool, err error)
-	Logger *slog.Logger
+// change is one move read from etcd: pool is "" when the move was deleted.
+type change struct {
+	id       string
+	pool     string
+	revision int64
 }
 
-// Etcd is the etcd store. It is safe for concurrent use; Run follows etcd until its context ends.
+// Etcd keeps the moves in etcd, shared by every instance that uses its prefix: a move is the key
+// <prefix>moves/<backend id>, its value the pool. A move is committed in a transaction and comes
+// back, on every instance, through the watch that Run follows; the valid moves read are applied
+// to the target and kept in the cache (the state file), which the next start uses until etcd
+// answers. Etcd is safe for concurrent use.
 type Etcd struct {
-	o      EtcdOptions
-	cli    *clientv3.Client
-	prefix string // <Prefix>moves/
+	cli         *clientv3.Client
+	prefix      string // <prefix>moves/
+	dialTimeout time.Duration
+	cache       *File
+	target      Target
+	events      Events
+	up          prometheus.Gauge // pollbal_store_up
+	log         *slog.Logger
+	closeOnce   sync.Once
+	closeErr    error
 
-	mu       sync.Mutex
-	up       bool
-	revision int64 // the revision of the last update applied
-	moves    map[string]string
-	applied  chan struct{} // closed and replaced at each applied revision
+	mu        sync.Mutex
+	reachable bool
+	revision  int64         // the revision of the last set of moves applied
+	moves     Moves         // the moves read from etcd last, valid or not
+	applied   chan struct{} // closed and replaced at each applied revision
 }
 
-// NewEtcd builds the client; it does not wait for etcd to answer.
-func NewEtcd(o EtcdOptions) (*Etcd, error) {
-	if o.Apply == nil || o.Up == nil {
-		return nil, errors.New("store: Apply and Up are required")
-	}
-	o.Logger = defaults.Logger(o.Logger)
+// newEtcd builds the client; it does not wait for etcd to answer. The gauge up starts at 0:
+// etcd has not answered yet.
+func newEtcd(o Options, creds credentials, cache *File, up prometheus.Gauge) (*Etcd, error) {
 	initial := maps.Clone(o.Initial)
 	if initial == nil {
-		initial = map[string]string{}
+		initial = Moves{}
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            o.Endpoints,
-		DialTimeout:          o.DialTimeout,
+		Endpoints:            o.Etcd.Endpoints,
+		DialTimeout:          o.Etcd.DialTimeout,
 		DialKeepAliveTime:    time.Second,
 		DialKeepAliveTimeout: time.Second,
-		Username:             o.Username,
-		Password:             o.Password,
-		TLS:                  o.TLS,
+		Username:             o.Etcd.Username,
+		Password:             creds.password,
+		TLS:                  creds.tls,
 		Logger:               zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	return &Etcd{o: o, cli: cli, prefix: o.Prefix + "moves/", moves: initial, applied: make(chan struct{})}, nil
+	return &Etcd{
+		cli: cli, prefix: o.Etcd.Prefix + "moves/", dialTimeout: o.Etcd.DialTimeout,
+		cache: cache, target: o.Target, events: o.Events, up: up, log: o.Logger,
+		moves: initial, applied: make(chan struct{}),
+	}, nil
 }
 
-// Close closes the client.
-func (e *Etcd) Close() error { return e.cli.Close() }
+// Close closes the client; it is idempotent.
+func (e *Etcd) Close() error {
+	e.closeOnce.Do(func() { e.closeErr = e.cli.Close() })
+	return e.closeErr
+}
 
-// Key is the etcd key of a backend's move.
-func (e *Etcd) Key(id string) string { return e.prefix + id }
+// key is the etcd key of a backend's move.
+func (e *Etcd) key(id string) string { return e.prefix + id }
 
 // Status reports whether etcd is reachable and the revision applied last.
 func (e *Etcd) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Status{Kind: KindEtcd, Up: e.up, Revision: e.revision}
+	return Status{Kind: KindEtcd, Up: e.reachable, Revision: e.revision}
 }
 
-// Put moves backend id to pool in etcd (a transaction) and returns its revision once committed.
-func (e *Etcd) Put(ctx context.Context, id, pool string) (int64, error) {
-	resp, err := e.commit(ctx, clientv3.OpPut(e.Key(id), pool))
+// SetStateFile makes path the cache's state file (File.SetStateFile).
+func (e *Etcd) SetStateFile(path string) error { return e.cache.SetStateFile(path) }
+
+// Set writes the move to etcd and answers once this instance applied it (setShared).
+func (e *Etcd) Set(ctx context.Context, id, pool string) (int64, error) {
+	return setShared(ctx, e, e.target, e.log, id, pool)
+}
+
+// Clear drops the move in etcd and answers once this instance applied that (clearShared).
+func (e *Etcd) Clear(ctx context.Context, id string) (int64, error) {
+	return clearShared(ctx, e, e.target, e.log, id)
+}
+
+// shared is the write side of a shared store of moves: Etcd, or a test's stand-in.
+type shared interface {
+	// put and drop write a move and return its revision once committed; an error wrapping
+	// ErrUnavailable means nothing changed. drop also says whether the store held a move to
+	// drop: when it did not, no update for the revision will come.
+	put(ctx context.Context, id, pool string) (int64, error)
+	drop(ctx context.Context, id string) (rev int64, dropped bool, err error)
+	// waitApplied waits until this instance applied revision rev.
+	waitApplied(ctx context.Context, rev int64) bool
+}
+
+// setShared writes a move of a configured backend to a shared store and returns its revision
+// once this instance applied it.
+func setShared(ctx context.Context, s shared, target Target, log *slog.Logger, id, pool string) (int64, error) {
+	if err := checkPool(pool); err != nil {
+		return 0, err
+	}
+	if !target.Known(id) {
+		return 0, unknownBackend(id)
+	}
+	rev, err := s.put(ctx, id, pool)
+	if err != nil {
+		return 0, err
+	}
+	awaitApplied(ctx, s, log, id, rev)
+	return rev, nil
+}
+
+// clearShared drops a backend's move in a shared store and returns the revision of the drop
+// (0 when the store held no move) once this instance applied it.
+func clearShared(ctx context.Context, s shared, target Target, log *slog.Logger, id string) (int64, error) {
+	if _, moved := target.Overrides()[id]; !moved && !target.Known(id) {
+		return 0, unknownBackend(id)
+	}
+	rev, dropped, err := s.drop(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	// With no move in the store and none applied here, the answer is ready: nothing changed and
+	// no update will come. A move still applied here was dropped by another instance just now;
+	// the watch is delivering that.
+	if _, applied := target.Overrides()[id]; dropped || applied {
+		awaitApplied(ctx, s, log, id, rev)
+	}
+	if !dropped {
+		return 0, nil
+	}
+	return rev, nil
+}
+
+// awaitApplied waits, up to applyWait, for this instance to apply revision rev; past that the
+// move applies when the watch delivers it.
+func awaitApplied(ctx context.Context, s shared, log *slog.Logger, id string, rev int64) {
+	wctx, cancel := context.WithTimeout(ctx, applyWait)
+	defer cancel()
+	if !s.waitApplied(wctx, rev) {
+		log.Warn("a committed move was not applied here in time; it applies when the watch delivers it",
+			"backend", id, "revision", rev)
+	}
+}
+
+// put moves backend id to pool in etcd (a transaction) and returns its revision once committed.
+func (e *Etcd) put(ctx context.Context, id, pool string) (int64, error) {
+	resp, err := e.commit(ctx, clientv3.OpPut(e.key(id), pool))
 	if err != nil {
 		return 0, err
 	}
 	return resp.Header.Revision, nil
 }
 
-// Delete drops backend id's move in etcd and returns the revision once committed, and whether
+// drop deletes backend id's move in etcd and returns the revision once committed, and whether
 // etcd held a move to drop: when it did not, nothing changed and no watch event follows, so
 // there is no revision of it to wait for.
-func (e *Etcd) Delete(ctx context.Context, id string) (int64, bool, error) {
-	resp, err := e.commit(ctx, clientv3.OpDelete(e.Key(id)))
+func (e *Etcd) drop(ctx context.Context, id string) (int64, bool, error) {
+	resp, err := e.commit(ctx, clientv3.OpDelete(e.key(id)))
 	if err != nil {
 		return 0, false, err
 	}
@@ -153,7 +198,7 @@ func (e *Etcd) commit(ctx context.Context, op clientv3.Op) (*clientv3.TxnRespons
 	if !e.Status().Up {
 		return nil, ErrUnavailable
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.o.DialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, e.dialTimeout)
 	defer cancel()
 	resp, err := e.cli.Txn(ctx).Then(op).Commit()
 	if err != nil {
@@ -162,8 +207,8 @@ func (e *Etcd) commit(ctx context.Context, op clientv3.Op) (*clientv3.TxnRespons
 	return resp, nil
 }
 
-// WaitApplied waits until the revision rev was applied (or ctx ends) and reports whether it was.
-func (e *Etcd) WaitApplied(ctx context.Context, rev int64) bool {
+// waitApplied waits until the revision rev was applied (or ctx ends) and reports whether it was.
+func (e *Etcd) waitApplied(ctx context.Context, rev int64) bool {
 	for {
 		e.mu.Lock()
 		done, ch := e.revision >= rev, e.applied
@@ -180,8 +225,9 @@ func (e *Etcd) WaitApplied(ctx context.Context, rev int64) bool {
 }
 
 // Run reads every move, then follows the watch; when etcd cannot be reached it reports it and
-// keeps trying, and on reconnect (or a compacted watch revision) it reads everything again.
-func (e *Etcd) Run(ctx context.Context) {
+// keeps trying, and on reconnect (or a compacted watch revision) it reads everything again. It
+// returns nil when ctx ends.
+func (e *Etcd) Run(ctx context.Context) error {
 	wasUp := false
 	report := func(up bool, err error) {
 		if up == wasUp && (up || err == nil) {
@@ -190,17 +236,17 @@ func (e *Etcd) Run(ctx context.Context) {
 		if up != wasUp {
 			wasUp = up
 			e.mu.Lock()
-			e.up = up
+			e.reachable = up
 			e.mu.Unlock()
 		}
-		e.o.Up(up, err)
+		e.reachableChanged(up, err)
 	}
 	first := true
 	for ctx.Err() == nil {
 		rev, err := e.resync(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			if wasUp || first {
 				report(false, err)
@@ -213,43 +259,61 @@ func (e *Etcd) Run(ctx context.Context) {
 		report(true, nil)
 		err = e.follow(ctx, rev)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		if errors.Is(err, errCompacted) {
-			e.o.Logger.Warn("etcd watch revision compacted; reading every move again", "err", err)
+			e.log.Warn("etcd watch revision compacted; reading every move again", "err", err)
 			continue
 		}
 		report(false, err)
 		wait(ctx, retryInterval)
 	}
+	return nil
+}
+
+// reachableChanged follows etcd's reachability: the gauge, and a log line and an event when it
+// can be reached (everything was read), or the deduplicated store_unavailable alarm when not.
+func (e *Etcd) reachableChanged(up bool, err error) {
+	if up {
+		e.up.Set(1)
+		e.log.Info("etcd store reachable: every move read", "revision", e.Status().Revision)
+		e.events.Add("store", "etcd reachable again: every move read")
+		return
+	}
+	e.up.Set(0)
+	why := "unreachable"
+	if err != nil {
+		why = err.Error()
+	}
+	e.target.StoreUnavailable(why)
 }
 
 var errCompacted = errors.New("watch revision compacted")
 
 // resync reads every move and applies the whole set.
 func (e *Etcd) resync(ctx context.Context) (int64, error) {
-	gctx, cancel := context.WithTimeout(ctx, e.o.DialTimeout)
+	gctx, cancel := context.WithTimeout(ctx, e.dialTimeout)
 	defer cancel()
 	resp, err := e.cli.Get(gctx, e.prefix, clientv3.WithPrefix())
 	if err != nil {
 		return 0, err
 	}
-	next := make(map[string]string, len(resp.Kvs))
+	next := make(Moves, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		next[strings.TrimPrefix(string(kv.Key), e.prefix)] = string(kv.Value)
 	}
 	e.mu.Lock()
 	old := e.moves
 	e.mu.Unlock()
-	var changes []Change
+	var changes []change
 	for _, id := range slices.Sorted(maps.Keys(next)) {
 		if old[id] != next[id] {
-			changes = append(changes, Change{ID: id, Pool: next[id], Revision: resp.Header.Revision})
+			changes = append(changes, change{id: id, pool: next[id], revision: resp.Header.Revision})
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(old)) {
 		if _, ok := next[id]; !ok {
-			changes = append(changes, Change{ID: id, Revision: resp.Header.Revision})
+			changes = append(changes, change{id: id, revision: resp.Header.Revision})
 		}
 	}
 	e.apply(next, changes, resp.Header.Revision, true)
@@ -287,7 +351,7 @@ func (e *Etcd) follow(ctx context.Context, rev int64) error {
 			}
 			probing = true
 			go func() {
-				pctx, cancel := context.WithTimeout(ctx, e.o.DialTimeout)
+				pctx, cancel := context.WithTimeout(ctx, e.dialTimeout)
 				defer cancel()
 				_, err := e.cli.Get(pctx, e.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 				probed <- err
@@ -308,24 +372,40 @@ func (e *Etcd) applyEvents(resp clientv3.WatchResponse) {
 	e.mu.Lock()
 	next := maps.Clone(e.moves)
 	e.mu.Unlock()
-	changes := make([]Change, 0, len(resp.Events))
+	changes := make([]change, 0, len(resp.Events))
 	for _, ev := range resp.Events {
 		id := strings.TrimPrefix(string(ev.Kv.Key), e.prefix)
-		c := Change{ID: id, Revision: ev.Kv.ModRevision}
+		c := change{id: id, revision: ev.Kv.ModRevision}
 		if ev.Type == clientv3.EventTypePut {
-			c.Pool = string(ev.Kv.Value)
-			next[id] = c.Pool
+			c.pool = string(ev.Kv.Value)
+			next[id] = c.pool
 		} else {
 			delete(next, id)
 		}
 		changes = append(changes, c)
 	}
-	e.apply(next, changes, changes[len(changes)-1].Revision, false)
+	e.apply(next, changes, changes[len(changes)-1].revision, false)
 }
 
-// apply hands the new set to Apply, then records its revision and wakes WaitApplied.
-func (e *Etcd) apply(moves map[string]string, changes []Change, rev int64, resync bool) {
-	e.o.Apply(Update{Moves: maps.Clone(moves), Changes: changes, Revision: rev, Resync: resync})
+// apply applies a set of moves read from etcd, at revision rev: the valid ones replace the
+// target's overrides and the cache's, and each change applied is written to the log as an
+// audit line with its revision. Then it records the revision and wakes waitApplied. resync says
+// the set comes from reading everything (start, reconnect, compacted watch) rather than from
+// the watch.
+func (e *Etcd) apply(moves Moves, changes []change, rev int64, resync bool) {
+	e.cache.replace(validMoves(moves, e.log))
+	for _, c := range changes {
+		if c.pool != "" && Validate(c.id, c.pool) != nil {
+			continue // ignored above, not applied
+		}
+		action := ActionMove
+		if c.pool == "" {
+			action = ActionClear
+		}
+		e.log.LogAttrs(context.Background(), slog.LevelInfo, "admin move applied",
+			slog.String("source", KindEtcd), slog.String("action", action), slog.String("target", c.id),
+			slog.String("pool", c.pool), slog.Int64("revision", c.revision), slog.Bool("resync", resync))
+	}
 	e.mu.Lock()
 	e.moves = moves
 	if rev > e.revision {

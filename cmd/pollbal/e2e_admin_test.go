@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"pollbal/internal/testproc"
+	"pollbal/store"
 )
 
 const adminToken = "e2e-admin-token"
@@ -181,4 +182,63 @@ func startPollbalAt(t *testing.T, prev *instance) *instance {
 	in := &instance{cfgPath: prev.cfgPath, listen: prev.listen, admin: prev.admin}
 	in.run(t, "pollbal (restarted)")
 	return in
+}
+
+// TestEndToEndAdminStateFileReload: a reload that names another admin.state_file writes the
+// running moves to it before using it; when it cannot, the reload is rejected whole (the token
+// it also changes is not applied) and the moves keep going to the old file.
+func TestEndToEndAdminStateFileReload(t *testing.T) {
+	dir := t.TempDir()
+	oldState, newState := filepath.Join(dir, "old.json"), filepath.Join(dir, "new.json")
+	token := writeToken(t)
+	rotated := filepath.Join(dir, "rotated-token")
+	if err := os.WriteFile(rotated, []byte("rotated-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	web1 := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
+	web2 := startBackend(t, "web-2", "127.0.0.1:0", "web serving v1\n")
+	pb := startPollbal(t, movesConfig(token, oldState, "", web1.addr, web2.addr))
+	if code, body := adminCall(t, pb, http.MethodPut, "/admin/backends/web-1/pool", `{"pool":"unassigned"}`); code != 200 {
+		t.Fatalf("move: %d %s", code, body)
+	}
+	reloadWith := func(tokenFile, stateFile string) reloadAnswer {
+		t.Helper()
+		writeInPlace(t, pb.cfgPath, fillAddrs(movesConfig(tokenFile, stateFile, "", web1.addr, web2.addr), pb.listen, pb.admin))
+		return postReload(t, pb, "")
+	}
+	moves := func(path string) store.Moves {
+		t.Helper()
+		m, err := store.ReadState(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	if a := reloadWith(rotated, filepath.Join(dir, "missing", "state.json")); a.code != http.StatusInternalServerError || !strings.Contains(a.Error, "admin.state_file") {
+		t.Fatalf("reload to an unwritable state file: %+v, want 500 naming admin.state_file", a)
+	}
+	// The old token still works (adminCall sends it), so the token change was not applied.
+	if code, body := adminCall(t, pb, http.MethodPut, "/admin/backends/web-2/pool", `{"pool":"canary"}`); code != 200 {
+		t.Fatalf("move after the rejected reload: %d %s", code, body)
+	}
+	if got := moves(oldState); got["web-1"] != "unassigned" || got["web-2"] != "canary" {
+		t.Fatalf("the old state file holds %v, want both moves", got)
+	}
+
+	if a := reloadWith(token, newState); a.code != http.StatusOK {
+		t.Fatalf("reload to a new state file: %+v", a)
+	}
+	if got := moves(newState); got["web-1"] != "unassigned" || got["web-2"] != "canary" {
+		t.Fatalf("the new state file holds %v, want the running moves", got)
+	}
+	if code, body := adminCall(t, pb, http.MethodDelete, "/admin/backends/web-2/pool", ""); code != 200 {
+		t.Fatalf("clear after the reload: %d %s", code, body)
+	}
+	if got := moves(newState); len(got) != 1 || got["web-1"] != "unassigned" {
+		t.Errorf("the new state file holds %v after the clear, want only web-1's move", got)
+	}
+	if got := moves(oldState); len(got) != 2 {
+		t.Errorf("the old state file changed after the switch: %v", got)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"pollbal/admin"
 	"pollbal/configs"
+	"pollbal/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -94,7 +95,7 @@ func checkFiles(cfg *configs.Config) []string {
 	if err := admin.CheckTokenFile(cfg.Admin.TokenFile); err != nil {
 		problems = append(problems, "admin.token_file: "+err.Error())
 	}
-	if _, err := admin.LoadState(cfg.Admin.StateFile); err != nil {
+	if _, err := store.ReadState(cfg.Admin.StateFile); err != nil {
 		problems = append(problems, "admin.state_file: "+err.Error())
 	}
 	if _, err := readSecret(cfg.Warning.SecretFile); err != nil {
@@ -106,8 +107,7 @@ func checkFiles(cfg *configs.Config) []string {
 		}
 	}
 	if e := cfg.Admin.Store.Etcd; e != nil {
-		_, etcdProblems := loadEtcdFiles(e)
-		problems = append(problems, etcdProblems...)
+		problems = append(problems, store.CheckEtcdFiles(e)...)
 	}
 	return problems
 }

@@ -99,7 +99,7 @@ type newCerts struct {
 }
 
 // apply applies a prepared reload whole, unless shutdown has begun (errStopping). It does no
-// reading: only a new admin.state_file is written (the running overrides), first, and when that
+// reading: only a new admin.state_file is written (the running moves), first, and when that
 // fails nothing is applied.
 func (s *server) apply(next *nextConfig) error {
 	s.applyMu.Lock()
@@ -107,9 +107,10 @@ func (s *server) apply(next *nextConfig) error {
 	if s.stopped {
 		return errStopping
 	}
-	if err := s.admin.Apply(next.admin); err != nil {
+	if err := s.moves.SetStateFile(next.cfg.Admin.StateFile); err != nil {
 		return err
 	}
+	s.admin.Apply(next.admin)
 	s.warn.Update(next.cfg, next.secret) // first: a round in between never warns a backend being removed
 	s.bal.Update(next.cfg)
 	s.poll.Update(next.cfg.Poll, targets(next.cfg))
@@ -152,7 +153,7 @@ func (s *server) prepareReload(ctx context.Context, force bool) (*nextConfig, er
 		}
 		next.certs = &newCerts{set: set, minVersion: minVersion}
 	}
-	if next.admin, err = s.admin.Prepare(cfg.Admin.TokenFile, cfg.Admin.StateFile, adminLimits(cfg)); err != nil {
+	if next.admin, err = s.admin.Prepare(cfg.Admin.TokenFile, adminLimits(cfg)); err != nil {
 		return nil, err
 	}
 	return next, nil

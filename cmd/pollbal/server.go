@@ -34,7 +34,6 @@ type server struct {
 	reg  *prometheus.Registry
 
 	reloadOK       prometheus.Gauge
-	storeUp        prometheus.Gauge
 	reloadRejected *prometheus.CounterVec
 
 	// reloading holds a token while a reload runs: reloads take turns, and one that waits for
@@ -54,7 +53,7 @@ type server struct {
 	proxy *proxy.Proxy
 	admin *admin.Server
 	certs *certs.Store // nil without tls.listen
-	moves *store.Etcd  // nil without admin.store.etcd
+	moves store.Store
 
 	proxyLn, tlsLn, adminLn net.Listener // proxyLn is nil when listen is "", tlsLn without TLS
 }
@@ -74,14 +73,14 @@ func newServer(path string, log *slog.Logger) (_ *server, err error) {
 		}
 	}()
 	s.registerMetrics()
-	overrides, err := loadOverrides(cfg, log)
+	moves, err := store.Load(cfg.Admin.StateFile, log)
 	if err != nil {
 		return nil, err
 	}
-	if err = s.buildPipeline(cfg, overrides); err != nil {
+	if err = s.buildPipeline(cfg, moves); err != nil {
 		return nil, err
 	}
-	if err = s.buildAdmin(cfg, overrides); err != nil {
+	if err = s.buildAdmin(cfg, moves); err != nil {
 		return nil, err
 	}
 	if s.certs, err = newCertStore(cfg); err != nil {
@@ -106,29 +105,12 @@ func (s *server) registerMetrics() {
 	s.reloadRejected = newReloadRejected(s.reg)
 }
 
-// loadOverrides reads the admin moves that the state file kept, after removing the temporary
-// files of writes that a crash interrupted (they are never read again).
-func loadOverrides(cfg *configs.Config, log *slog.Logger) (map[string]string, error) {
-	removed, err := admin.RemoveStaleTemps(cfg.Admin.StateFile)
-	if len(removed) > 0 {
-		log.Info("removed temporary files that interrupted state-file writes left behind", "files", removed)
-	}
-	if err != nil {
-		log.Warn("could not remove every leftover state-file temporary file", "err", err)
-	}
-	overrides, err := admin.LoadState(cfg.Admin.StateFile)
-	if err != nil {
-		return nil, fmt.Errorf("admin.state_file: %w", err)
-	}
-	return overrides, nil
-}
-
 // buildPipeline builds what requests and checks go through: the balancer, the warning tracker
 // that reads it after every check round, the poller that feeds both, and the proxy.
-func (s *server) buildPipeline(cfg *configs.Config, overrides map[string]string) error {
+func (s *server) buildPipeline(cfg *configs.Config, moves store.Moves) error {
 	var err error
 	s.bal, err = balancer.New(balancer.Options{
-		Config: cfg, Overrides: overrides, Version: version, Logger: s.log, Registerer: s.reg,
+		Config: cfg, Overrides: moves, Version: version, Logger: s.log, Registerer: s.reg,
 	})
 	if err != nil {
 		return err
@@ -157,20 +139,20 @@ func (s *server) buildPipeline(cfg *configs.Config, overrides map[string]string)
 	return err
 }
 
-// buildAdmin builds the store of moves (etcd, starting from the moves the state file kept, or
-// none) and the admin server over the pipeline.
-func (s *server) buildAdmin(cfg *configs.Config, overrides map[string]string) error {
-	if err := s.newMoveStore(cfg, overrides); err != nil {
+// buildAdmin builds the store of moves (the state file, or etcd starting from the moves the
+// state file kept) over the balancer, and the admin server over both.
+func (s *server) buildAdmin(cfg *configs.Config, moves store.Moves) error {
+	var err error
+	s.moves, err = store.New(store.Options{
+		StateFile: cfg.Admin.StateFile, Etcd: cfg.Admin.Store.Etcd, Initial: moves,
+		Target: s.bal, Events: s.bal.Events(), Logger: s.log, Registerer: s.reg,
+	})
+	if err != nil {
 		return err
 	}
-	var moveStore admin.MoveStore
-	if s.moves != nil {
-		moveStore = s.moves
-	}
-	var err error
 	s.admin, err = admin.New(admin.Options{
-		Balancer: s.bal, Warnings: s.warn, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile, StateFile: cfg.Admin.StateFile,
-		Store: moveStore, Reload: s.reload, Limits: adminLimits(cfg), Logger: s.log, Registerer: s.reg,
+		Balancer: s.bal, Warnings: s.warn, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile,
+		Store: s.moves, Reload: s.reload, Limits: adminLimits(cfg), Logger: s.log, Registerer: s.reg,
 	})
 	return err
 }
@@ -202,7 +184,9 @@ func newCertStore(cfg *configs.Config) (*certs.Store, error) {
 // nothing in flight before run, their Close returns at once). A failing listen closes the
 // listeners it opened itself.
 func (s *server) closeBuilt() {
-	s.closeMoveStore()
+	if s.moves != nil {
+		_ = s.moves.Close()
+	}
 	if s.warn != nil {
 		s.warn.Close()
 	}
@@ -295,11 +279,9 @@ func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = s.poll.Run(pollCtx) }()
-	if s.moves != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.moves.Run(pollCtx) }()
-		defer s.closeMoveStore()
-	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = s.moves.Run(pollCtx) }()
+	defer s.moves.Close()
 	if s.proxyLn != nil {
 		go func() { errs <- s.proxy.Serve(s.proxyLn) }()
 	}

@@ -1,4 +1,4 @@
-package admin
+package store
 
 import (
 	"maps"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestLoadState(t *testing.T) {
+func TestReadState(t *testing.T) {
 	dir := t.TempDir()
 	file := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -41,13 +41,13 @@ func TestLoadState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := LoadState(tt.path)
+			got, err := ReadState(tt.path)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("LoadState error %v, want one containing %q (got %v)", err, tt.wantErr, got)
+					t.Fatalf("ReadState error %v, want one containing %q (got %v)", err, tt.wantErr, got)
 				}
 				if got != nil {
-					t.Errorf("LoadState returned %v with an error", got)
+					t.Errorf("ReadState returned %v with an error", got)
 				}
 				return
 			}
@@ -55,7 +55,7 @@ func TestLoadState(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got == nil || !maps.Equal(got, tt.want) {
-				t.Errorf("LoadState = %v, want %v", got, tt.want)
+				t.Errorf("ReadState = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -78,10 +78,10 @@ func TestSaveStateRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := SaveState(path, tt.overrides); err != nil {
+			if _, err := saveState(path, tt.overrides); err != nil {
 				t.Fatal(err)
 			}
-			got, err := LoadState(path)
+			got, err := ReadState(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,8 +123,8 @@ func TestSaveStateFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := SaveState(tt.path, map[string]string{"web-1": "unassigned"}); err == nil {
-				t.Fatal("SaveState succeeded, want an error")
+			if _, err := saveState(tt.path, map[string]string{"web-1": "unassigned"}); err == nil {
+				t.Fatal("saveState succeeded, want an error")
 			}
 			entries, err := os.ReadDir(dir)
 			if err != nil {

@@ -1,4 +1,4 @@
-package admin
+package store
 
 import (
 	"os"
@@ -38,7 +38,7 @@ func TestRemoveStaleTemps(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			removed, err := RemoveStaleTemps(filepath.Join(dir, "state.json"))
+			removed, err := removeStaleTemps(filepath.Join(dir, "state.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,12 +64,12 @@ func TestRemoveStaleTemps(t *testing.T) {
 	}
 }
 
-// The temp files RemoveStaleTemps removes are the ones SaveState creates: an interrupted write
-// is simulated by a temp file made the way SaveState makes it.
+// The temp files removeStaleTemps removes are the ones saveState creates: an interrupted write
+// is simulated by a temp file made the way saveState makes it.
 func TestRemoveStaleTempsMatchesSaveState(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state.json")
-	if err := SaveState(path, map[string]string{"web-1": "unassigned"}); err != nil {
+	if _, err := saveState(path, map[string]string{"web-1": "unassigned"}); err != nil {
 		t.Fatal(err)
 	}
 	d, prefix := tempPrefix(path)
@@ -78,22 +78,22 @@ func TestRemoveStaleTempsMatchesSaveState(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp.Close()
-	removed, err := RemoveStaleTemps(path)
+	removed, err := removeStaleTemps(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(removed) != 1 || removed[0] != tmp.Name() {
 		t.Fatalf("removed %v, want [%s]", removed, tmp.Name())
 	}
-	if got, err := LoadState(path); err != nil || got["web-1"] != "unassigned" {
+	if got, err := ReadState(path); err != nil || got["web-1"] != "unassigned" {
 		t.Fatalf("state file after the cleanup: %v %v", got, err)
 	}
 }
 
 func TestRemoveStaleTempsNoPath(t *testing.T) {
 	for _, p := range []string{"", filepath.Join(t.TempDir(), "missing-dir", "state.json")} {
-		if removed, err := RemoveStaleTemps(p); err != nil || removed != nil {
-			t.Errorf("RemoveStaleTemps(%q) = %v, %v; want nothing removed, no error", p, removed, err)
+		if removed, err := removeStaleTemps(p); err != nil || removed != nil {
+			t.Errorf("removeStaleTemps(%q) = %v, %v; want nothing removed, no error", p, removed, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package store
 
 import (
 	"crypto/tls"
@@ -11,16 +11,23 @@ import (
 	"pollbal/secretfile"
 )
 
-// etcdCredentials is what the files of admin.store.etcd hold.
-type etcdCredentials struct {
+// credentials are what the files of admin.store.etcd hold.
+type credentials struct {
 	password string      // "" without username
 	tls      *tls.Config // nil without ca_file and cert_file
 }
 
-// loadEtcdFiles reads the files admin.store.etcd names and returns every problem, one per
+// CheckEtcdFiles reads the files admin.store.etcd names, as New does, and returns every
+// problem, one per file, each prefixed with its key (pollbal check).
+func CheckEtcdFiles(e *configs.Etcd) []string {
+	_, problems := loadCredentials(e)
+	return problems
+}
+
+// loadCredentials reads the files admin.store.etcd names and returns every problem, one per
 // file, each prefixed with its key.
-func loadEtcdFiles(e *configs.Etcd) (etcdCredentials, []string) {
-	var out etcdCredentials
+func loadCredentials(e *configs.Etcd) (credentials, []string) {
+	var out credentials
 	var problems []string
 	fail := func(key string, err error) {
 		problems = append(problems, "admin.store.etcd."+key+": "+err.Error())

@@ -1,4 +1,4 @@
-package admin
+package store
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// tempPrefix is how SaveState names its temporary file beside the state file at path; the rest
+// tempPrefix is how saveState names its temporary file beside the state file at path; the rest
 // of the name is random.
 func tempPrefix(path string) (dir, prefix string) {
 	dir, base := filepath.Split(path)
@@ -19,11 +19,10 @@ func tempPrefix(path string) (dir, prefix string) {
 	return dir, "." + base + ".tmp-"
 }
 
-// RemoveStaleTemps removes the temporary files that interrupted state-file writes (a crash or
+// removeStaleTemps removes the temporary files that interrupted state-file writes (a crash or
 // kill -9 between creating the temporary file and renaming it) left beside the state file at
-// path, and returns their names. Call it at start, before anything writes the state file: a
-// write in progress then would lose its temporary file. An empty path removes nothing.
-func RemoveStaleTemps(path string) ([]string, error) {
+// path, and returns their names. An empty path removes nothing.
+func removeStaleTemps(path string) ([]string, error) {
 	if path == "" {
 		return nil, nil
 	}

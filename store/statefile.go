@@ -1,4 +1,4 @@
-package admin
+package store
 
 import (
 	"bytes"
@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
+	"log/slog"
 	"os"
-
-	"pollbal/configs"
 )
 
 // stateVersion is the format version of the state file.
@@ -17,27 +15,46 @@ const stateVersion = 1
 
 // stateDoc is the state file: {"version":1,"overrides":{"<backend id>":"<pool>"}}.
 type stateDoc struct {
-	Version   int               `json:"version"`
-	Overrides map[string]string `json:"overrides"`
+	Version   int   `json:"version"`
+	Overrides Moves `json:"overrides"`
 }
 
-// LoadState reads the admin overrides persisted at path. An empty path or a missing file gives an
-// empty map (nothing was ever moved); a file that cannot be read or parsed is an error, never
-// silently dropped, because starting without the overrides would put moved backends back into
-// pools the operator took them out of.
-func LoadState(path string) (map[string]string, error) {
+// Load reads the moves that the state file at path (admin.state_file) kept, after removing the
+// temporary files of writes that a crash interrupted (they are never read again). Call it at
+// start, before anything writes the state file: a write in progress then would lose its
+// temporary file.
+func Load(path string, log *slog.Logger) (Moves, error) {
+	removed, err := removeStaleTemps(path)
+	if len(removed) > 0 {
+		log.Info("removed temporary files that interrupted state-file writes left behind", "files", removed)
+	}
+	if err != nil {
+		log.Warn("could not remove every leftover state-file temporary file", "err", err)
+	}
+	moves, err := ReadState(path)
+	if err != nil {
+		return nil, fmt.Errorf("admin.state_file: %w", err)
+	}
+	return moves, nil
+}
+
+// ReadState reads the moves persisted at path, changing nothing. An empty path or a missing
+// file gives an empty set (nothing was ever moved); a file that cannot be read or parsed is an
+// error, never silently dropped, because starting without the moves would put moved backends
+// back into pools the operator took them out of.
+func ReadState(path string) (Moves, error) {
 	data, found, err := readOptional(path)
 	if err != nil {
 		return nil, fmt.Errorf("read state file: %w", err)
 	}
 	if !found {
-		return map[string]string{}, nil
+		return Moves{}, nil
 	}
-	overrides, err := parseState(data)
+	moves, err := parseState(data)
 	if err != nil {
 		return nil, fmt.Errorf("state file %s is corrupt (fix or remove it): %w", path, err)
 	}
-	return overrides, nil
+	return moves, nil
 }
 
 // readOptional reads the file at path; found is false, without an error, where there is no file
@@ -54,7 +71,7 @@ func readOptional(path string) (data []byte, found bool, err error) {
 }
 
 // parseState decodes and checks a state file's contents.
-func parseState(data []byte) (map[string]string, error) {
+func parseState(data []byte) (Moves, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("empty file")
 	}
@@ -70,37 +87,29 @@ func parseState(data []byte) (map[string]string, error) {
 	if doc.Version != stateVersion {
 		return nil, fmt.Errorf("unsupported version %d (want %d)", doc.Version, stateVersion)
 	}
-	out := make(map[string]string, len(doc.Overrides))
+	out := make(Moves, len(doc.Overrides))
 	for id, pool := range doc.Overrides {
-		if !validBackendID(id) {
-			return nil, fmt.Errorf("override for %q: invalid backend id", id)
-		}
-		if !configs.ValidPoolName(pool) {
-			return nil, fmt.Errorf("override for %s: invalid pool name %q", id, pool)
+		if err := Validate(id, pool); err != nil {
+			return nil, fmt.Errorf("override for %q: %w", id, err)
 		}
 		out[id] = pool
 	}
 	return out, nil
 }
 
-// SaveState atomically replaces the state file at path with overrides: it writes a temporary file
+// saveState atomically replaces the state file at path with moves: it writes a temporary file
 // in the same directory, fsyncs it, renames it over path and fsyncs the directory, so a crash
-// leaves either the old or the new file, never a torn one.
-func SaveState(path string, overrides map[string]string) error {
-	_, err := saveState(path, overrides)
-	return err
-}
-
-// saveState is SaveState that also says whether the file at path was replaced: when only the
-// final directory fsync fails, the new contents are in place (if not yet durable) and a caller
-// that wants "nothing changed" must write the old contents back.
-func saveState(path string, overrides map[string]string) (replaced bool, err error) {
+// leaves either the old or the new file, never a torn one. It also says whether the file at
+// path was replaced: when only the final directory fsync fails, the new contents are in place
+// (if not yet durable) and a caller that wants "nothing changed" must write the old contents
+// back.
+func saveState(path string, moves Moves) (replaced bool, err error) {
 	if path == "" {
 		return false, errors.New("save state: empty path")
 	}
-	doc := stateDoc{Version: stateVersion, Overrides: overrides}
+	doc := stateDoc{Version: stateVersion, Overrides: moves}
 	if doc.Overrides == nil {
-		doc.Overrides = map[string]string{}
+		doc.Overrides = Moves{}
 	}
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -150,14 +159,4 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
-}
-
-// validBackendID accepts what the configuration accepts as a backend id: a name token, or the
-// backend's address (host:port), which is the default id.
-func validBackendID(id string) bool {
-	if configs.ValidServiceName(id) {
-		return true
-	}
-	_, port, err := net.SplitHostPort(id)
-	return err == nil && port != ""
 }
