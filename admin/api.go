@@ -15,6 +15,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/protocol"
 )
 
 // maxBodyBytes bounds every admin request body; a larger one is answered 413.
@@ -75,7 +76,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pollbal admin"`)
 	}
 	if e, ok := res.body.(errorBody); ok && e.Reason == ReasonStoreUnavailable {
-		w.Header().Set("X-Pollbal-Reason", e.Reason)
+		w.Header().Set(protocol.HeaderReason, e.Reason)
 	}
 	writeJSON(w, res.code, res.body)
 	attrs := []slog.Attr{

@@ -12,7 +12,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/defaults"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // Errors of the override calls; the admin API maps them to 404 and 400.
@@ -38,11 +38,11 @@ type Observation struct {
 	Address string // the address checked; a result for an address the backend no longer has is dropped
 	Ready   bool
 	Reason  string
-	Reports []report.Report
+	Reports []protocol.Report
 	Checked time.Time
 	// Load is the last good answer's X-Pool-Load report (nil when it had none); the balancer
 	// stamps it with its own in-flight when it first sees it.
-	Load *report.Load
+	Load *protocol.Load
 }
 
 // Balancer owns the snapshot, the runtime backends, admin overrides, events and alarms. It is
