@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"pollbal/configs"
+	"pollbal/protocol"
 	"pollbal/store"
 )
 
@@ -72,7 +73,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pollbal admin"`)
 	}
 	if e, ok := res.body.(errorBody); ok && e.Reason == ReasonStoreUnavailable {
-		w.Header().Set("X-Pollbal-Reason", e.Reason)
+		w.Header().Set(protocol.HeaderReason, e.Reason)
 	}
 	writeJSON(w, res.code, res.body)
 	attrs := []slog.Attr{

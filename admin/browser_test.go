@@ -16,7 +16,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // browserStepTimeout bounds every browser wait; the page itself answers in milliseconds.
@@ -83,15 +83,15 @@ func browserConfig() *configs.Config {
 // browserScene makes the balancer look like a site in the middle of a rolling update.
 func browserScene(t *testing.T, f *fixture) {
 	t.Helper()
-	answer := func(id string, status report.Status, version string) {
+	answer := func(id string, status protocol.Status, version string) {
 		f.bal.Observe(balancer.Observation{ID: id, Ready: true, Checked: time.Now(),
-			Reports: []report.Report{{Service: "web", Status: status, Version: version}}})
+			Reports: []protocol.Report{{Service: "web", Status: status, Version: version}}})
 	}
-	answer("web-1", report.Serving, "v42")
-	answer("web-2", report.Leaving, "v42")
-	answer("web-4", report.Serving, "v41")
-	answer("canary-1", report.Serving, "v43-rc1")
-	answer("beta-1", report.Serving, "v42")
+	answer("web-1", protocol.Serving, "v42")
+	answer("web-2", protocol.Leaving, "v42")
+	answer("web-4", protocol.Serving, "v41")
+	answer("canary-1", protocol.Serving, "v43-rc1")
+	answer("beta-1", protocol.Serving, "v42")
 	f.bal.Observe(balancer.Observation{ID: "web-3", Ready: false, Checked: time.Now(),
 		Reason: "GET /pool: dial tcp 127.0.0.1:10003: connect: connection refused"})
 	f.decideWarnings()

@@ -19,7 +19,7 @@ import (
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/testproc"
-	"pollbal/report"
+	"pollbal/protocol"
 	"pollbal/store"
 	"pollbal/warning"
 )
@@ -149,7 +149,7 @@ func (f *fixture) markReady(ids ...string) {
 	for _, id := range ids {
 		f.bal.Observe(balancer.Observation{
 			ID: id, Ready: true, Checked: time.Now(),
-			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}},
+			Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}},
 		})
 	}
 }

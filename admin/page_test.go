@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"pollbal/balancer"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // sectionRe cuts the page into pool sections: data-pool and the section's HTML.
@@ -176,8 +176,8 @@ func TestStatusPageFleet(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	f.markReady("web-1", "web-3")
 	now := time.Now()
-	f.bal.Observe(balancer.Observation{ID: "web-1", Ready: true, Checked: now, Load: &report.Load{InFlight: 5, At: now},
-		Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
+	f.bal.Observe(balancer.Observation{ID: "web-1", Ready: true, Checked: now, Load: &protocol.Load{InFlight: 5, At: now},
+		Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}})
 	f.bal.RoundDone()
 	resp := f.do(t, "GET", "/", "", "")
 	if resp.code != 200 {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // Health is the result of a backend's checks as last observed. A Health value is immutable once
@@ -14,8 +14,8 @@ import (
 type Health struct {
 	Ready   bool
 	Reason  string
-	Reports []report.Report // declared services only; nil when not ready
-	Ignored []string        // services the backend reported that the config does not declare
+	Reports []protocol.Report // declared services only; nil when not ready
+	Ignored []string          // services the backend reported that the config does not declare
 	Checked time.Time
 	// ReadySince is when the backend last became ready after a check that found it not ready;
 	// zero when it has been ready since its first check (slow start does not apply then).

@@ -12,7 +12,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/defaults"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // Errors of the override calls. The store of moves checks the pool name and the backend before
@@ -39,11 +39,11 @@ type Observation struct {
 	Address string // the address checked; a result for an address the backend no longer has is dropped
 	Ready   bool
 	Reason  string
-	Reports []report.Report
+	Reports []protocol.Report
 	Checked time.Time
 	// Load is the last good answer's X-Pool-Load report (nil when it had none); the balancer
 	// stamps it with its own in-flight when it first sees it.
-	Load *report.Load
+	Load *protocol.Load
 }
 
 // Balancer owns the snapshot, the runtime backends, admin overrides, events and alarms. It is

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // reportMaxAge is how many poll intervals a load report stays fresh: an older one counts as no
@@ -16,7 +16,7 @@ const reportMaxAge = 3
 // many requests this instance had in flight on the backend at that moment. A Load value is
 // immutable once published.
 type Load struct {
-	report.Load
+	protocol.Load
 	MineThen int64 // this instance's in-flight on the backend when the answer arrived
 	// LimitThen is this instance's limit on the backend when the answer arrived, before the
 	// answer changed it: a paced rise keeps at least it (fleetLimit), and a paced limit above

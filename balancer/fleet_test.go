@@ -13,7 +13,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 func TestFleetLimit(t *testing.T) {
@@ -22,7 +22,7 @@ func TestFleetLimit(t *testing.T) {
 	// fresh is a report that arrived at t0: inFlight requests on the backend, mine of them
 	// this instance's.
 	fresh := func(inFlight, mine int64) *Load {
-		return &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: mine}
+		return &Load{Load: protocol.Load{InFlight: inFlight, At: t0}, MineThen: mine}
 	}
 	tests := []struct {
 		name string
@@ -46,7 +46,7 @@ func TestFleetLimit(t *testing.T) {
 			want: fleetDecision{Capacity: 10, Limit: 10}},
 		{name: "fresh report, others hold 5 of 8",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 7, At: t0.Add(-500 * time.Millisecond)}, MineThen: 2}},
+				Report: &Load{Load: protocol.Load{InFlight: 7, At: t0.Add(-500 * time.Millisecond)}, MineThen: 2}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
 		{name: "fresh report, the backend idle: the whole capacity alone",
 			in:   fleetInput{Configured: 8, Instances: 1, Report: fresh(0, 0)},
@@ -104,74 +104,74 @@ func TestFleetLimit(t *testing.T) {
 			want: fleetDecision{Capacity: 2, Limit: 0, Fresh: true}},
 		{name: "reported capacity wins over the configured one",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 10, Capacity: 32, At: t0}, MineThen: 4}},
+				Report: &Load{Load: protocol.Load{InFlight: 10, Capacity: 32, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 32, Limit: 4 + 8, Fresh: true, Paced: true}}, // 32-6 paced: 4 + ceil(22/3)
 		{name: "reported capacity below the configured one wins too",
 			in: fleetInput{Configured: 100, Instances: 1,
-				Report: &Load{Load: report.Load{InFlight: 3, Capacity: 4, At: t0}}},
+				Report: &Load{Load: protocol.Load{InFlight: 3, Capacity: 4, At: t0}}},
 			want: fleetDecision{Capacity: 4, Limit: 1, Fresh: true}},
 		{name: "a lone instance never gives a slot back",
 			in:   fleetInput{Configured: 8, Instances: 1, Report: fresh(8, 8)},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "the share follows the reported capacity",
 			in: fleetInput{Configured: 100, Instances: 2,
-				Report: &Load{Load: report.Load{InFlight: 4, Capacity: 4, At: t0}, MineThen: 4}},
+				Report: &Load{Load: protocol.Load{InFlight: 4, Capacity: 4, At: t0}, MineThen: 4}},
 			want: fleetDecision{Capacity: 4, Limit: 3, Fresh: true}},
 		{name: "report exactly 3 intervals old is still fresh",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(-3 * sec)}}},
+				Report: &Load{Load: protocol.Load{InFlight: 3, At: t0.Add(-3 * sec)}}},
 			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true, Paced: true}}, // 5 paced: ceil(5/3)
 		{name: "report older than 3 intervals counts as none (its capacity too)",
 			in: fleetInput{Configured: 8, Instances: 2,
-				Report: &Load{Load: report.Load{InFlight: 6, Capacity: 40, At: t0.Add(-3*sec - time.Millisecond)}}},
+				Report: &Load{Load: protocol.Load{InFlight: 6, Capacity: 40, At: t0.Add(-3*sec - time.Millisecond)}}},
 			want: fleetDecision{Capacity: 8, Limit: 4}},
 		{name: "staleness scales with the interval",
 			in: fleetInput{Configured: 8, Instances: 2, Interval: 100 * time.Millisecond,
-				Report: &Load{Load: report.Load{InFlight: 6, At: t0.Add(-time.Second)}}},
+				Report: &Load{Load: protocol.Load{InFlight: 6, At: t0.Add(-time.Second)}}},
 			want: fleetDecision{Capacity: 8, Limit: 4}},
 		{name: "a rise waits for a second report: the previous report's others still count",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-sec)}},
+				Report: &Load{Load: protocol.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true}},
 		{name: "two reports agree: the limit rises",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-25 * time.Millisecond)}},
+				Report: &Load{Load: protocol.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-25 * time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true, Paced: true}}, // 7 paced: 2 + ceil(5/3)
 		{name: "others grew since the previous report: the latest counts at once",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 8, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-sec)}},
+				Report: &Load{Load: protocol.Load{InFlight: 8, At: t0}, MineThen: 2, PrevOthers: 1, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true}},
 		{name: "a previous report older than 3 intervals does not count",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
+				Report: &Load{Load: protocol.Load{InFlight: 3, At: t0}, MineThen: 2, PrevOthers: 5, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 4, Fresh: true, Paced: true}}, // 7 paced: 2 + ceil(5/3)
 		{name: "the previous report's others are what is left of a reported capacity too",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 0, Capacity: 32, At: t0}, PrevOthers: 20, PrevAt: t0.Add(-sec)}},
+				Report: &Load{Load: protocol.Load{InFlight: 0, Capacity: 32, At: t0}, PrevOthers: 20, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 32, Limit: 4, Fresh: true, Paced: true}}, // 12 paced: ceil(12/3)
 		{name: "a paced rise keeps the limit the previous fresh report gave: 3 + ceil(5/3) = 5 kept at 6",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 3, LimitThen: 6, PrevAt: t0.Add(-25 * time.Millisecond)}},
+				Report: &Load{Load: protocol.Load{InFlight: 3, At: t0}, MineThen: 3, LimitThen: 6, PrevAt: t0.Add(-25 * time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 6, Fresh: true, Paced: true}},
 		{name: "the kept limit reaching what the others leave: not paced",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 1, At: t0}, MineThen: 1, LimitThen: 8, PrevAt: t0.Add(-sec)}},
+				Report: &Load{Load: protocol.Load{InFlight: 1, At: t0}, MineThen: 1, LimitThen: 8, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 8, Fresh: true}},
 		{name: "what the others leave below the limit it had: falls at once, paced as before",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 5, At: t0}, MineThen: 2, LimitThen: 6, PrevOthers: 3, PrevAt: t0.Add(-sec)}},
+				Report: &Load{Load: protocol.Load{InFlight: 5, At: t0}, MineThen: 2, LimitThen: 6, PrevOthers: 3, PrevAt: t0.Add(-sec)}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true, Paced: true}}, // 8-3 = 5 < 6, paced: 2 + ceil(3/3)
 		{name: "no previous report: the limit it had (a static share) is not kept",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 0, At: t0}, LimitThen: 6}},
+				Report: &Load{Load: protocol.Load{InFlight: 0, At: t0}, LimitThen: 6}},
 			want: fleetDecision{Capacity: 8, Limit: 3, Fresh: true, Paced: true}},
 		{name: "a previous report older than 3 intervals: the limit it gave is not kept",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 3, At: t0}, MineThen: 3, LimitThen: 6, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
+				Report: &Load{Load: protocol.Load{InFlight: 3, At: t0}, MineThen: 3, LimitThen: 6, PrevAt: t0.Add(-3*sec - time.Millisecond)}},
 			want: fleetDecision{Capacity: 8, Limit: 5, Fresh: true, Paced: true}},
 		{name: "a report from the future (clock step) is fresh",
 			in: fleetInput{Configured: 8, Instances: 3,
-				Report: &Load{Load: report.Load{InFlight: 3, At: t0.Add(time.Minute)}}},
+				Report: &Load{Load: protocol.Load{InFlight: 3, At: t0.Add(time.Minute)}}},
 			want: fleetDecision{Capacity: 8, Limit: 2, Fresh: true, Paced: true}}, // 5 paced: ceil(5/3)
 	}
 	for _, tt := range tests {
@@ -241,12 +241,12 @@ func newFleetFixture(t *testing.T, instances int) *fleetFixture {
 }
 
 // observe reports a good check of id at the fixture's clock, with load report l (nil: none).
-func (f *fleetFixture) observe(id string, l *report.Load) {
+func (f *fleetFixture) observe(id string, l *protocol.Load) {
 	if l != nil {
 		l.At = f.now
 	}
 	f.bal.Observe(Observation{ID: id, Ready: true, Checked: f.now, Load: l,
-		Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
+		Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}})
 }
 
 func (f *fleetFixture) limit(id string) int64 {
@@ -323,8 +323,8 @@ func TestFleetLimitSchedules(t *testing.T) {
 	}
 	t.Run("a fresh report leaves this instance its share of what the others do not use", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 5}) // the other instances hold 5 of a's 8
-		f.observe("b", &report.Load{InFlight: 0})
+		f.observe("a", &protocol.Load{InFlight: 5}) // the other instances hold 5 of a's 8
+		f.observe("b", &protocol.Load{InFlight: 0})
 		// 8 - 5 = 3 and 8, paced: ceil(3/3) = 1 and ceil(8/3) = 3.
 		if f.limit("a") != 1 || f.limit("b") != 3 {
 			t.Fatalf("limits a=%d b=%d, want 1 and 3", f.limit("a"), f.limit("b"))
@@ -343,7 +343,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 			ls = append(ls, f.takeOnA(t, int(limit)-len(ls))...)
 		}
 		// The first report: ceil(8/3) = 3, what it had without one; not a rise.
-		f.observe("a", &report.Load{InFlight: 0})
+		f.observe("a", &protocol.Load{InFlight: 0})
 		if limit, after := f.limit("a"), f.bal.ConfirmAfter("a"); limit != 3 || after != 0 {
 			t.Fatalf("first report: limit %d, confirm after %v; want 3 and nothing to confirm", limit, after)
 		}
@@ -351,7 +351,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		var steps []int64
 		for range 10 {
 			f.now = f.now.Add(confirmAfter)
-			f.observe("a", &report.Load{InFlight: int64(len(ls))}) // all of it mine
+			f.observe("a", &protocol.Load{InFlight: int64(len(ls))}) // all of it mine
 			limit, after := f.limit("a"), f.bal.ConfirmAfter("a")
 			steps = append(steps, limit)
 			if want := confirmAfter; limit == 8 {
@@ -370,10 +370,10 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("mine_then: my own in-flight in the report is not counted as others'", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 0})
+		f.observe("a", &protocol.Load{InFlight: 0})
 		defer release(f.takeOnA(t, 2))
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &report.Load{InFlight: 6}) // my 2 and the others' 4
+		f.observe("a", &protocol.Load{InFlight: 6}) // my 2 and the others' 4
 		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 2 {
 			t.Fatalf("mine_then %d, want 2", got)
 		}
@@ -383,8 +383,8 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("ranking by limit - mine steers to the most spare fleet-wide", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 6}) // a: limit 2, paced to ceil(2/3) = 1
-		f.observe("b", &report.Load{InFlight: 0}) // b: limit 8, paced to ceil(8/3) = 3
+		f.observe("a", &protocol.Load{InFlight: 6}) // a: limit 2, paced to ceil(2/3) = 1
+		f.observe("b", &protocol.Load{InFlight: 0}) // b: limit 8, paced to ceil(8/3) = 3
 		var order []string
 		for range 4 {
 			l, err := f.bal.Snapshot().Acquire(f.app, nil)
@@ -403,7 +403,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a report older than 3 intervals counts as none after the round", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 7})
+		f.observe("a", &protocol.Load{InFlight: 7})
 		if got := f.limit("a"); got != 1 {
 			t.Fatalf("fresh: limit %d, want 1", got)
 		}
@@ -423,7 +423,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("a reported capacity wins, and goes when the report does", func(t *testing.T) {
 		f := newFleetFixture(t, 1)
-		f.observe("a", &report.Load{InFlight: 0, Capacity: 20})
+		f.observe("a", &protocol.Load{InFlight: 0, Capacity: 20})
 		st := f.bal.State().Backends[0]
 		if st.Capacity != 20 || st.Limit != 20 {
 			t.Fatalf("capacity %d limit %d, want 20 and 20", st.Capacity, st.Limit)
@@ -433,7 +433,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		if got["a"] != 20 {
 			t.Fatalf("leases on a %d, want 20", got["a"])
 		}
-		f.observe("a", &report.Load{InFlight: 2, Capacity: 4})
+		f.observe("a", &protocol.Load{InFlight: 2, Capacity: 4})
 		if st := f.bal.State().Backends[0]; st.Capacity != 4 || st.Limit != 2 {
 			t.Fatalf("capacity %d limit %d, want 4 and 2", st.Capacity, st.Limit)
 		}
@@ -444,7 +444,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("the same report again keeps its mine_then", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		l := &report.Load{InFlight: 4}
+		l := &protocol.Load{InFlight: 4}
 		f.observe("a", l)
 		lease, err := f.bal.Snapshot().Acquire(f.app, nil)
 		if err != nil {
@@ -453,14 +453,14 @@ func TestFleetLimitSchedules(t *testing.T) {
 		defer lease.Release()
 		// A failed check under fall > 1: still ready, the last good answer's report again.
 		f.bal.Observe(Observation{ID: "a", Ready: true, Reason: "status 503", Checked: f.now.Add(time.Second),
-			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}, Load: &report.Load{InFlight: 4, At: l.At}})
+			Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}, Load: &protocol.Load{InFlight: 4, At: l.At}})
 		if got := f.bal.Snapshot().byID["a"].b.Load().MineThen; got != 0 {
 			t.Fatalf("mine_then %d, want 0 (taken when the report first arrived)", got)
 		}
 	})
 	t.Run("a refusal lowers the limit to what is in flight until the next report", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 0}) // a: limit 8, paced to ceil(8/3) = 3
+		f.observe("a", &protocol.Load{InFlight: 0}) // a: limit 8, paced to ceil(8/3) = 3
 		ls := f.takeOnA(t, 3)
 		ls[2].Full() // the backend refused the third
 		ls[2].Release()
@@ -472,41 +472,41 @@ func TestFleetLimitSchedules(t *testing.T) {
 			t.Fatalf("pollbal_backend_full_total{backend=a} = %v, want 1", got)
 		}
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &report.Load{InFlight: 2})
+		f.observe("a", &protocol.Load{InFlight: 2})
 		if got := f.limit("a"); got != 4 {
 			t.Fatalf("after the next report: limit %d, want 8 paced to 2 + ceil(6/3) = 4", got)
 		}
 	})
 	t.Run("a limit rises on a second report, asked for soon; it falls at once", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 5})
+		f.observe("a", &protocol.Load{InFlight: 5})
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 1 || after != 0 {
 			t.Fatalf("first report, others 5: limit %d, confirm after %v; want 8 - 5 paced to ceil(3/3) = 1, and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &report.Load{InFlight: 1}) // others 1: perhaps a request between two of its client's
+		f.observe("a", &protocol.Load{InFlight: 1}) // others 1: perhaps a request between two of its client's
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 1 || after != confirmAfter {
 			t.Fatalf("others down to 1: limit %d, confirm after %v; want 1 until confirmed, and %v", got, after, confirmAfter)
 		}
 		f.now = f.now.Add(confirmAfter)
-		f.observe("a", &report.Load{InFlight: 1})
+		f.observe("a", &protocol.Load{InFlight: 1})
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != confirmAfter {
 			t.Fatalf("confirmed: limit %d, confirm after %v; want 8 - 1 paced to ceil(7/3) = 3, still rising: %v", got, after, confirmAfter)
 		}
 		f.now = f.now.Add(confirmAfter)
-		f.observe("a", &report.Load{InFlight: 1}) // this instance took nothing meanwhile
+		f.observe("a", &protocol.Load{InFlight: 1}) // this instance took nothing meanwhile
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != 0 {
 			t.Fatalf("idle: limit %d, confirm after %v; want 3, no longer rising, and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &report.Load{InFlight: 6})
+		f.observe("a", &protocol.Load{InFlight: 6})
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 1 || after != 0 {
 			t.Fatalf("others up to 6: limit %d, confirm after %v; want 1 at once and nothing to confirm", got, after)
 		}
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &report.Load{InFlight: 8})
+		f.observe("a", &protocol.Load{InFlight: 8})
 		f.now = f.now.Add(time.Second)
-		f.observe("a", &report.Load{InFlight: 2}) // the backend went idle meanwhile, but not confirmed yet
+		f.observe("a", &protocol.Load{InFlight: 2}) // the backend went idle meanwhile, but not confirmed yet
 		f.now = f.now.Add(3*time.Second + time.Millisecond)
 		f.bal.RoundDone() // both reports stale: an equal share
 		if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != 3 || after != 0 {
@@ -531,7 +531,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		check := func(inFlight, wantLimit int64, wantAfter time.Duration, what string) {
 			t.Helper()
 			f.now = f.now.Add(confirmAfter)
-			f.observe("a", &report.Load{InFlight: inFlight})
+			f.observe("a", &protocol.Load{InFlight: inFlight})
 			if got, after := f.limit("a"), f.bal.ConfirmAfter("a"); got != wantLimit || after != wantAfter {
 				t.Fatalf("%s: limit %d, confirm after %v; want %d and %v", what, got, after, wantLimit, wantAfter)
 			}
@@ -556,7 +556,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 	})
 	t.Run("state and metric show the limit and the report", func(t *testing.T) {
 		f := newFleetFixture(t, 3)
-		f.observe("a", &report.Load{InFlight: 5, Capacity: 8})
+		f.observe("a", &protocol.Load{InFlight: 5, Capacity: 8})
 		f.now = f.now.Add(250 * time.Millisecond)
 		st := f.bal.State().Backends
 		if st[0].Load == nil || *st[0].Load != (LoadState{InFlight: 5, Capacity: 8, AgeMs: 250}) {
@@ -599,9 +599,9 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 2000; i++ {
 		for _, id := range []string{"a", "b"} {
-			l := &report.Load{InFlight: int64(rng.IntN(10)), Capacity: []int64{0, 4, maxReported}[rng.IntN(3)], At: time.Now()}
+			l := &protocol.Load{InFlight: int64(rng.IntN(10)), Capacity: []int64{0, 4, maxReported}[rng.IntN(3)], At: time.Now()}
 			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: l,
-				Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
+				Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}})
 		}
 	}
 	stop()
@@ -615,8 +615,8 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 	}
 	for range 2 { // a limit rises on the second report that shows the others gone
 		for _, id := range []string{"a", "b"} {
-			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: &report.Load{InFlight: 0, Capacity: maxReported, At: time.Now()},
-				Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
+			bal.Observe(Observation{ID: id, Ready: true, Checked: time.Now(), Load: &protocol.Load{InFlight: 0, Capacity: maxReported, At: time.Now()},
+				Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}})
 		}
 	}
 	f := &fleetFixture{bal: bal, app: app}
@@ -649,7 +649,7 @@ func TestFleetPacing(t *testing.T) {
 			var got []int64
 			for range 20 {
 				d := fleetLimit(fleetInput{Configured: tt.capacity, Instances: tt.instances, Now: t0, Interval: time.Second,
-					Report: &Load{Load: report.Load{InFlight: mine, At: t0}, MineThen: mine}})
+					Report: &Load{Load: protocol.Load{InFlight: mine, At: t0}, MineThen: mine}})
 				got = append(got, d.Limit)
 				if d.Paced != (d.Limit < tt.capacity) {
 					t.Errorf("capacity %d, %d instances, mine %d: paced %v with limit %d", tt.capacity, tt.instances, mine, d.Paced, d.Limit)
@@ -676,7 +676,7 @@ func TestFleetPacing(t *testing.T) {
 						var rose int64
 						for i, m := range mine {
 							d := fleetLimit(fleetInput{Configured: capacity, Instances: n, Now: t0, Interval: time.Second,
-								Report: &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: m, LimitThen: had[i], PrevAt: t0.Add(-25 * time.Millisecond)}})
+								Report: &Load{Load: protocol.Load{InFlight: inFlight, At: t0}, MineThen: m, LimitThen: had[i], PrevAt: t0.Add(-25 * time.Millisecond)}})
 							// Not full (no slot given back) and the others leave at least what it had: kept.
 							keep := inFlight < capacity && capacity-(inFlight-m) >= had[i]
 							if d.Limit > capacity || (keep && d.Limit < had[i]) {
@@ -700,7 +700,7 @@ func TestFleetPacing(t *testing.T) {
 			var claimed int64
 			for _, m := range mine {
 				d := fleetLimit(fleetInput{Configured: capacity, Instances: n, Now: t0, Interval: time.Second,
-					Report: &Load{Load: report.Load{InFlight: inFlight, At: t0}, MineThen: m}})
+					Report: &Load{Load: protocol.Load{InFlight: inFlight, At: t0}, MineThen: m}})
 				claimed += max(0, d.Limit-m)
 			}
 			if claimed > free+n-1 || (free%n == 0 && claimed > free) {

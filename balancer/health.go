@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // healthChange says what one check result changed in a backend's health, and so what applying
@@ -45,6 +45,6 @@ func nextHealth(old *Health, o Observation, declared map[string]configs.Service)
 		ReadyChanged: h.Ready != old.Ready,
 		NewIgnored:   ignoredChanged && len(h.Ignored) > 0,
 	}
-	c.Visible = c.ReadyChanged || ignoredChanged || !report.Equal(h.Reports, old.Reports)
+	c.Visible = c.ReadyChanged || ignoredChanged || !protocol.EqualReports(h.Reports, old.Reports)
 	return h, c
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // cfgOf builds a validated-shape configuration with defaults, one service "web" and the given
@@ -73,11 +73,11 @@ func markReady(b *Balancer, ids []string, leaving ...string) {
 		isLeaving[id] = true
 	}
 	for _, id := range ids {
-		st := report.Serving
+		st := protocol.Serving
 		if isLeaving[id] {
-			st = report.Leaving
+			st = protocol.Leaving
 		}
-		b.Observe(Observation{ID: id, Ready: true, Reports: []report.Report{{Service: "web", Status: st, Version: "v1"}}, Checked: time.Now()})
+		b.Observe(Observation{ID: id, Ready: true, Reports: []protocol.Report{{Service: "web", Status: st, Version: "v1"}}, Checked: time.Now()})
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // linearPick is the reference ranking: every member in rotation order from start, the first with
@@ -90,11 +90,11 @@ func TestPickMatchesLinearScan(t *testing.T) {
 			observe := func(id string) {
 				o := Observation{ID: id, Ready: rng.IntN(8) != 0, Checked: time.Now()}
 				if o.Ready {
-					st := report.Serving
+					st := protocol.Serving
 					if rng.IntN(4) == 0 {
-						st = report.Leaving
+						st = protocol.Leaving
 					}
-					o.Reports = []report.Report{{Service: "web", Status: st, Version: "v1"}}
+					o.Reports = []protocol.Report{{Service: "web", Status: st, Version: "v1"}}
 				} else {
 					o.Reason = "down"
 				}

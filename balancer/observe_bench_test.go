@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // BenchmarkObserveStartup measures the cost of 2,000 backends becoming ready one after the
@@ -22,7 +22,7 @@ func BenchmarkObserveStartup(b *testing.B) {
 	for i := 0; i < 20; i++ {
 		apps = append(apps, configs.App{Name: fmt.Sprintf("app%d", i), Hosts: []string{fmt.Sprintf("a%d.test", i)}, Owner: fmt.Sprintf("t%d", i)})
 	}
-	reports := []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}
+	reports := []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}
 	b.Run("2000 transitions", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			bal := newTestBalancer(b, cfgOf(apps, bs), nil)

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 func TestAcquireResolution(t *testing.T) {
@@ -150,8 +150,8 @@ func TestBackendCannotMoveItself(t *testing.T) {
 	cfg.Services["default"] = configs.Service{WarningScope: configs.ScopeVersion}
 	cfg.Services["pool-acme"] = configs.Service{WarningScope: configs.ScopeVersion}
 	b := newTestBalancer(t, cfg, nil)
-	b.Observe(Observation{ID: "x", Ready: true, Reports: []report.Report{
-		{Service: "web", Status: report.Serving}, {Service: "default", Status: report.Serving}, {Service: "pool-acme", Status: report.Serving},
+	b.Observe(Observation{ID: "x", Ready: true, Reports: []protocol.Report{
+		{Service: "web", Status: protocol.Serving}, {Service: "default", Status: protocol.Serving}, {Service: "pool-acme", Status: protocol.Serving},
 	}})
 	if pool, source, _ := b.Snapshot().PoolOf("x"); pool != "unassigned" || source != configs.PoolSourceConfig {
 		t.Fatalf("pool %s (%s), want unassigned (config)", pool, source)
@@ -311,7 +311,7 @@ func TestSlowStartRamps(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := func(ready bool) {
-		b.Observe(Observation{ID: "b1", Ready: ready, Reports: []report.Report{{Service: "web", Status: report.Serving}}, Checked: now})
+		b.Observe(Observation{ID: "b1", Ready: ready, Reports: []protocol.Report{{Service: "web", Status: protocol.Serving}}, Checked: now})
 	}
 	obs(true) // first readiness: no ramp
 	m := b.Snapshot().byID["b1"]
@@ -328,7 +328,7 @@ func TestSlowStartRamps(t *testing.T) {
 		t.Fatal(err)
 	}
 	late.Observe(Observation{ID: "b1", Ready: false, Reason: "connection refused", Checked: now})
-	late.Observe(Observation{ID: "b1", Ready: true, Reports: []report.Report{{Service: "web", Status: report.Serving}}, Checked: now})
+	late.Observe(Observation{ID: "b1", Ready: true, Reports: []protocol.Report{{Service: "web", Status: protocol.Serving}}, Checked: now})
 	if lm := late.Snapshot().byID["b1"]; late.Snapshot().limit(lm, lm.b.Health(), now) != 10 {
 		t.Fatalf("down at its first check, then ready: limit %d, want 10 (slow start)", late.Snapshot().limit(lm, lm.b.Health(), now))
 	}
@@ -365,8 +365,8 @@ func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
 	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}})
 	b := newTestBalancer(t, cfg, nil)
 	for i := 0; i < 2; i++ {
-		b.Observe(Observation{ID: "b1", Ready: true, Reports: []report.Report{
-			{Service: "web", Status: report.Serving}, {Service: "mystery", Status: report.Serving},
+		b.Observe(Observation{ID: "b1", Ready: true, Reports: []protocol.Report{
+			{Service: "web", Status: protocol.Serving}, {Service: "mystery", Status: protocol.Serving},
 		}})
 	}
 	h := b.Snapshot().byID["b1"].b.Health()
@@ -388,11 +388,11 @@ func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
 func TestObservationForAReplacedAddressIsDropped(t *testing.T) {
 	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:10001"}})
 	b := newTestBalancer(t, cfg, nil)
-	b.Observe(Observation{ID: "b1", Address: "127.0.0.1:19999", Ready: true, Reports: []report.Report{{Service: "web", Status: report.Serving}}})
+	b.Observe(Observation{ID: "b1", Address: "127.0.0.1:19999", Ready: true, Reports: []protocol.Report{{Service: "web", Status: protocol.Serving}}})
 	if b.Snapshot().byID["b1"].b.Health().Ready {
 		t.Fatal("a result for another address made the backend ready")
 	}
-	b.Observe(Observation{ID: "b1", Address: "127.0.0.1:10001", Ready: true, Reports: []report.Report{{Service: "web", Status: report.Serving}}})
+	b.Observe(Observation{ID: "b1", Address: "127.0.0.1:10001", Ready: true, Reports: []protocol.Report{{Service: "web", Status: protocol.Serving}}})
 	if !b.Snapshot().byID["b1"].b.Health().Ready {
 		t.Fatal("a result for the backend's own address was dropped")
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // member is one backend as it appears in a snapshot.
@@ -54,7 +54,7 @@ func (l *candList) build() *candSet {
 				if r.Service != l.service {
 					continue
 				}
-				if r.Status == report.Leaving {
+				if r.Status == protocol.Leaving {
 					leaving = append(leaving, m)
 				} else {
 					serving = append(serving, m)

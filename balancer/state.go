@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // State is the JSON document of GET /api/state.
@@ -20,16 +20,16 @@ type State struct {
 
 // BackendState is one backend in State.
 type BackendState struct {
-	ID         string          `json:"id"`
-	Address    string          `json:"address"`
-	Pool       string          `json:"pool"`
-	PoolSource string          `json:"pool_source"`
-	Ready      bool            `json:"ready"`
-	Reason     string          `json:"reason"`
-	Reports    []report.Report `json:"reports"`
-	Ignored    []string        `json:"ignored_services,omitempty"`
-	Capacity   int             `json:"capacity"`
-	InFlight   int64           `json:"in_flight"`
+	ID         string            `json:"id"`
+	Address    string            `json:"address"`
+	Pool       string            `json:"pool"`
+	PoolSource string            `json:"pool_source"`
+	Ready      bool              `json:"ready"`
+	Reason     string            `json:"reason"`
+	Reports    []protocol.Report `json:"reports"`
+	Ignored    []string          `json:"ignored_services,omitempty"`
+	Capacity   int               `json:"capacity"`
+	InFlight   int64             `json:"in_flight"`
 	// Limit is what this instance may have in flight on the backend now: its share of the
 	// capacity for the fleet, slow start applied.
 	Limit int64 `json:"limit"`
@@ -93,7 +93,7 @@ func (b *Balancer) State() State {
 			bs.Load = &LoadState{InFlight: l.InFlight, Capacity: l.Capacity, AgeMs: max(now.Sub(l.At).Milliseconds(), 0)}
 		}
 		if bs.Reports == nil {
-			bs.Reports = []report.Report{}
+			bs.Reports = []protocol.Report{}
 		}
 		if !h.Checked.IsZero() {
 			bs.LastCheck = h.Checked.UTC().Format(time.RFC3339)

@@ -1,11 +1,16 @@
 package configs
 
-import "regexp"
+import (
+	"regexp"
 
-// Name grammars of the /pool protocol and the configuration.
+	"pollbal/protocol"
+)
+
+// Name grammars of the configuration.
 var (
-	// tokenRe: site, service names and backend ids.
-	tokenRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	// tokenRe: site, service names and backend ids, in the protocol's service grammar (a site
+	// and a service name are sent in warning bodies).
+	tokenRe = regexp.MustCompile(`^` + tokenGrammar + `$`)
 	// poolRe: node pool and app names.
 	poolRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 	// labelRe: one label of a host name (lower-cased); "_" is tolerated as in real DNS.
@@ -14,7 +19,7 @@ var (
 
 // Grammars as shown in messages.
 const (
-	tokenGrammar = `[A-Za-z0-9][A-Za-z0-9_.-]{0,63}`
+	tokenGrammar = protocol.ServiceGrammar
 	poolGrammar  = `[a-z0-9][a-z0-9_.-]{0,62}`
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // client is one target's keep-alive HTTP client and the body limit it was built with.
@@ -49,18 +49,18 @@ func newClient(address string, maxBody int, bufs *buffers) *client {
 // request fills req with GET /pool for address, with the headers docs/protocol.md lists.
 func request(req *fasthttp.Request, address, userAgent, site string) {
 	req.Header.SetMethod(fasthttp.MethodGet)
-	req.SetRequestURI("/pool")
+	req.SetRequestURI(protocol.PathPool)
 	req.Header.SetHost(address)
 	req.Header.Set("Cache-Control", "no-cache")
 	req.Header.SetUserAgent(userAgent)
-	req.Header.Set("X-Pollbal-Site", site)
+	req.Header.Set(protocol.HeaderSite, site)
 }
 
 // check performs one GET /pool with c and classifies what came back. prev and prevBody are the
 // target's last good answer and its body: an unchanged body reuses the parsed reports, which
 // saves the parse and the allocations. It returns the body to keep for the next check (prevBody's
 // buffer is reused). c must not be used by another check at the same time.
-func check(c *client, address, userAgent, site string, timeout time.Duration, prevBody []byte, prev []report.Report) (outcome, []byte) {
+func check(c *client, address, userAgent, site string, timeout time.Duration, prevBody []byte, prev []protocol.Report) (outcome, []byte) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -85,7 +85,7 @@ func check(c *client, address, userAgent, site string, timeout time.Duration, pr
 		o.load, o.badLoad = readLoad(&resp.Header)
 		return o, prevBody
 	}
-	reports, err := Parse(body, c.maxBody)
+	reports, err := protocol.ParsePool(body, c.maxBody)
 	if err != nil {
 		o.reason, o.result = err.Error(), resultInvalid
 		return o, prevBody
@@ -98,16 +98,16 @@ func check(c *client, address, userAgent, site string, timeout time.Duration, pr
 // readLoad reads a good answer's X-Pool-Load header: the report (its arrival time is set when
 // the outcome is recorded), or, for a malformed value, that value quoted and cut short for the
 // log. Neither when the header is absent.
-func readLoad(h *fasthttp.ResponseHeader) (*report.Load, string) {
-	v := h.Peek(HeaderLoad)
+func readLoad(h *fasthttp.ResponseHeader) (*protocol.Load, string) {
+	v := h.Peek(protocol.HeaderLoad)
 	if len(v) == 0 {
 		return nil, ""
 	}
-	n, c, err := ParseLoad(v)
+	n, c, err := protocol.ParseLoad(v)
 	if err != nil {
 		return nil, capReason(strconv.Quote(string(v)))
 	}
-	return &report.Load{InFlight: n, Capacity: c}, ""
+	return &protocol.Load{InFlight: n, Capacity: c}, ""
 }
 
 // classify turns a failed request into a short reason for the state API and logs, and the

@@ -1,14 +1,12 @@
 // Package poller checks backends with GET /pool and publishes what it finds.
 //
-// Its one concern is turning /pool answers into per-backend readiness: Parse (a pure function)
-// reads an answer; a Poller checks every target once per interval, with first checks spread
-// evenly across the interval (target i of n at i*interval/n), applies rise/fall and exponential
-// backoff, and hands every check's Result to a Sink. It knows nothing about node pools, warnings
-// or the proxy.
+// Its one concern is turning /pool answers into per-backend readiness: a Poller checks every
+// target once per interval, with first checks spread evenly across the interval (target i of n
+// at i*interval/n), reads each answer with protocol.ParsePool and protocol.ParseLoad (the
+// grammar lives there), applies rise/fall and exponential backoff, and hands every check's
+// Result to a Sink. It knows nothing about node pools, warnings or the proxy.
 //
 // Decisions the protocol (docs/protocol.md) leaves open:
-//   - Every line of an answer counts towards the 64-line limit, blank and comment lines included;
-//     a line whose first non-blank character is '#' is a comment; statuses are lower-case only.
 //   - The first good check ever makes a target ready whatever poll.rise says, so that a starting
 //     pollbal serves after one round; rise applies to every later recovery.
 //   - A failing target is checked after interval, then 2x, 4x, ... up to poll.max_backoff, without

@@ -5,7 +5,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // reasonNotChecked is the Reason of a target before its first check.
@@ -43,11 +43,11 @@ func (h health) next(good bool, rise, fall int) health {
 
 // outcome is what one check found: either reports (good) or a reason (failed).
 type outcome struct {
-	reports  []report.Report // non-nil when the check was good
-	load     *report.Load    // the good answer's X-Pool-Load report; nil when absent or malformed
-	badLoad  string          // a malformed X-Pool-Load value (quoted, cut short); "" when none
-	reason   string          // "" when the check was good
-	result   string          // the checks_total result label
+	reports  []protocol.Report // non-nil when the check was good
+	load     *protocol.Load    // the good answer's X-Pool-Load report; nil when absent or malformed
+	badLoad  string            // a malformed X-Pool-Load value (quoted, cut short); "" when none
+	reason   string            // "" when the check was good
+	result   string            // the checks_total result label
 	duration time.Duration
 }
 
@@ -55,7 +55,7 @@ func (o outcome) good() bool { return o.reason == "" }
 
 // nextResult is the Result after a check with outcome o, given the previous Result, the new
 // health h and the last good answer. It is a pure function.
-func nextResult(prev Result, h health, o outcome, lastGood []report.Report, checked time.Time) Result {
+func nextResult(prev Result, h health, o outcome, lastGood []protocol.Report, checked time.Time) Result {
 	r := Result{
 		ID:      prev.ID,
 		Address: prev.Address,

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 func TestHealthNext(t *testing.T) {
@@ -45,8 +45,8 @@ func TestHealthNext(t *testing.T) {
 }
 
 func TestNextResult(t *testing.T) {
-	web := []report.Report{{Service: "web", Status: report.Serving}}
-	api := []report.Report{{Service: "api", Status: report.Serving}}
+	web := []protocol.Report{{Service: "web", Status: protocol.Serving}}
+	api := []protocol.Report{{Service: "api", Status: protocol.Serving}}
 	initial := Result{ID: "a", Address: "x", Reason: reasonNotChecked}
 	ready := Result{ID: "a", Address: "x", Ready: true, Reports: web}
 	cases := []struct {
@@ -54,10 +54,10 @@ func TestNextResult(t *testing.T) {
 		prev        Result
 		h           health
 		o           outcome
-		lastGood    []report.Report
+		lastGood    []protocol.Report
 		wantReady   bool
 		wantReason  string
-		wantReports []report.Report
+		wantReports []protocol.Report
 	}{
 		{name: "first good check", prev: initial, h: health{ready: true},
 			o: outcome{reports: web}, lastGood: web, wantReady: true, wantReports: web},
@@ -66,8 +66,8 @@ func TestNextResult(t *testing.T) {
 		{name: "same good answer", prev: ready, h: health{ready: true},
 			o: outcome{reports: web}, lastGood: web, wantReady: true, wantReports: web},
 		{name: "equal answer in a new slice is unchanged", prev: ready, h: health{ready: true},
-			o:        outcome{reports: []report.Report{{Service: "web", Status: report.Serving}}},
-			lastGood: []report.Report{{Service: "web", Status: report.Serving}}, wantReady: true, wantReports: web},
+			o:        outcome{reports: []protocol.Report{{Service: "web", Status: protocol.Serving}}},
+			lastGood: []protocol.Report{{Service: "web", Status: protocol.Serving}}, wantReady: true, wantReports: web},
 		{name: "other answer", prev: ready, h: health{ready: true},
 			o: outcome{reports: api}, lastGood: api, wantReady: true, wantReports: api},
 		{name: "failure while still ready keeps last good answer", prev: ready, h: health{ready: true},
@@ -76,7 +76,7 @@ func TestNextResult(t *testing.T) {
 		{name: "not ready drops reports", prev: ready, h: health{},
 			o: outcome{reason: "status 503"}, lastGood: web, wantReason: "status 503"},
 		{name: "empty answer differs from not ready", prev: Result{ID: "a", Address: "x"}, h: health{ready: true},
-			o: outcome{reports: []report.Report{}}, lastGood: []report.Report{}, wantReady: true, wantReports: []report.Report{}},
+			o: outcome{reports: []protocol.Report{}}, lastGood: []protocol.Report{}, wantReady: true, wantReports: []protocol.Report{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestNextResult(t *testing.T) {
 			if r.Ready != tc.wantReady || r.Reason != tc.wantReason {
 				t.Fatalf("got ready=%v reason=%q, want %v %q", r.Ready, r.Reason, tc.wantReady, tc.wantReason)
 			}
-			if !report.Equal(r.Reports, tc.wantReports) {
+			if !protocol.EqualReports(r.Reports, tc.wantReports) {
 				t.Fatalf("reports = %#v, want %#v", r.Reports, tc.wantReports)
 			}
 		})
@@ -149,7 +149,7 @@ func TestRecordDelays(t *testing.T) {
 			p := newPoller(t, Options{Settings: s, Sink: newFakeSink()})
 			tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers)
 			for i, good := range tc.checks {
-				o := outcome{reports: []report.Report{}, result: resultOK}
+				o := outcome{reports: []protocol.Report{}, result: resultOK}
 				if !good {
 					o = outcome{reason: "status 503", result: resultError}
 				}

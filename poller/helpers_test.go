@@ -14,6 +14,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/protocol"
 )
 
 // waitLimit bounds every wait for an event in these tests.
@@ -123,7 +124,7 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	if s.load != "" {
-		w.Header().Set(HeaderLoad, s.load)
+		w.Header().Set(protocol.HeaderLoad, s.load)
 	}
 	w.WriteHeader(s.status)
 	_, _ = w.Write([]byte(s.body))

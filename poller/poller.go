@@ -13,7 +13,7 @@ import (
 	"pollbal/configs"
 	"pollbal/internal/defaults"
 	"pollbal/internal/latch"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // Target is one backend to check. A plain value; it may be copied.
@@ -24,11 +24,11 @@ type Target struct{ ID, Address string }
 // read-only.
 type Result struct {
 	ID, Address string
-	Ready       bool            // after rise/fall
-	Reason      string          // "" when the last check was good; else why it failed (kept while still ready under fall>1)
-	Reports     []report.Report // last good answer; nil when not ready
-	Load        *report.Load    // the last good answer's X-Pool-Load report; nil when it had none or not ready
-	Checked     time.Time       // when the last check finished
+	Ready       bool              // after rise/fall
+	Reason      string            // "" when the last check was good; else why it failed (kept while still ready under fall>1)
+	Reports     []protocol.Report // last good answer; nil when not ready
+	Load        *protocol.Load    // the last good answer's X-Pool-Load report; nil when it had none or not ready
+	Checked     time.Time         // when the last check finished
 }
 
 // Sink receives what the Poller finds. Implementations must be safe for concurrent use, must not

@@ -14,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"pollbal/internal/testproc"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 func TestNewRejects(t *testing.T) {
@@ -100,7 +100,7 @@ func TestCheckRequest(t *testing.T) {
 		})
 	}
 	r := sink.waitResult(t, "ready", func(r Result) bool { return r.Ready })
-	want := []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}
+	want := []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}
 	if r.ID != "web-1" || r.Address != b.addr || r.Reason != "" || !reflect.DeepEqual(r.Reports, want) ||
 		!r.Checked.Equal(clock) {
 		t.Fatalf("first result = %+v", r)
@@ -324,7 +324,7 @@ func TestBackoff(t *testing.T) {
 
 // sameResult reports whether a and b agree on what a Sink acts on: readiness, reason, reports.
 func sameResult(a, b Result) bool {
-	return a.Ready == b.Ready && a.Reason == b.Reason && report.Equal(a.Reports, b.Reports)
+	return a.Ready == b.Ready && a.Reason == b.Reason && protocol.EqualReports(a.Reports, b.Reports)
 }
 
 // TestReasonLoggedOnChange counts log lines: a reason is logged when it changes, not per check.
@@ -471,7 +471,7 @@ func TestUpdate(t *testing.T) {
 	}{
 		{name: "kept target is still ready (fall counter kept)", ok: k.Ready && k.Reason == "status 503"},
 		{name: "kept target keeps its last good answer",
-			ok: reflect.DeepEqual(k.Reports, []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}})},
+			ok: reflect.DeepEqual(k.Reports, []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}})},
 		{name: "kept target's results are unchanged (last result kept)", ok: sameResult(afterKept[0], before) && sameResult(k, before)},
 		{name: "kept target keeps its connection", ok: kept.conns.Load() == 1},
 		{name: "added target is checked and ready", ok: afterAdded[0].Ready},

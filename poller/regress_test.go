@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // Regression: backoff started at the first failed check even while the backend was still
@@ -17,7 +17,7 @@ func TestFallNotDelayedByBackoff(t *testing.T) {
 		MaxBackoff: 5 * time.Second, MaxBody: 4096}
 	p := newPoller(t, Options{Settings: s, Sink: newFakeSink()})
 	tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers)
-	p.record(tg, s, outcome{reports: []report.Report{}, result: resultOK})
+	p.record(tg, s, outcome{reports: []protocol.Report{}, result: resultOK})
 	var elapsed time.Duration
 	for !func() bool {
 		p.record(tg, s, outcome{reason: "status 503", result: resultError})

@@ -9,7 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // target is one backend being checked. A target has no goroutine of its own: a timer starts
@@ -40,10 +40,10 @@ type target struct {
 	// Poller.mu only while no check is in flight.
 	health   health
 	last     Result
-	lastGood []report.Report // last good answer, whatever health says
-	lastLoad *report.Load    // its X-Pool-Load report, nil when it had none
-	badLoad  bool            // the last good answer's X-Pool-Load was malformed (logged once per run of them)
-	lastBody []byte          // its body
+	lastGood []protocol.Report // last good answer, whatever health says
+	lastLoad *protocol.Load    // its X-Pool-Load report, nil when it had none
+	badLoad  bool              // the last good answer's X-Pool-Load was malformed (logged once per run of them)
+	lastBody []byte            // its body
 	backoff  *backoff.ExponentialBackOff
 	failing  bool
 	delay    time.Duration // from the start of the last check to the start of the next
@@ -230,7 +230,7 @@ func (t *target) recordLoad(o outcome, at time.Time, log *slog.Logger) {
 	t.metrics.badLoad.Inc()
 	if !t.badLoad {
 		t.badLoad = true
-		log.Warn("backend sent a malformed "+HeaderLoad+" header; ignored until it sends a valid one",
+		log.Warn("backend sent a malformed "+protocol.HeaderLoad+" header; ignored until it sends a valid one",
 			"backend", t.ID, "address", t.Address, "value", o.badLoad)
 	}
 }

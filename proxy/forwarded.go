@@ -4,20 +4,22 @@ import (
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/protocol"
 )
 
-// Header names pollbal sets.
+// Header names pollbal sets; the X-Pollbal-* ones and their prefix are the protocol's.
 const (
-	headerBackend        = "X-Pollbal-Backend"
-	headerPool           = "X-Pollbal-Pool"
-	headerReason         = "X-Pollbal-Reason"
+	headerBackend        = protocol.HeaderBackend
+	headerPool           = protocol.HeaderPool
+	headerReason         = protocol.HeaderReason
 	headerRetryAfter     = "Retry-After"
 	headerForwardedFor   = "X-Forwarded-For"
 	headerForwardedHost  = "X-Forwarded-Host"
 	headerForwardedProto = "X-Forwarded-Proto"
 	// headerOwnPrefix starts every header name pollbal sets on an answer: a backend's answer
 	// loses any it carries (stripResponseHeaders).
-	headerOwnPrefix = "X-Pollbal-"
+	headerOwnPrefix = protocol.HeaderPrefix
 )
 
 // Client-identity headers: pollbal sets them from a client it does not trust, and keeps

@@ -19,7 +19,7 @@ import (
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/testproc"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // testConfig builds a configuration in validated shape: one service "web", defaults for the
@@ -54,7 +54,7 @@ func boolp(b bool) *bool { return &b }
 func markReady(bal *balancer.Balancer, ids ...string) {
 	for _, id := range ids {
 		bal.Observe(balancer.Observation{ID: id, Ready: true, Checked: time.Now(),
-			Reports: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}})
+			Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/protocol"
 )
 
 // outcome is how one forward attempt ended.
@@ -32,7 +33,7 @@ const (
 )
 
 // headerFull marks a backend's 503 that refused a request before doing any work.
-const headerFull = "X-Pool-Full"
+const headerFull = protocol.HeaderFull
 
 // refusedAsFull reports whether a backend's response is a refusal as full: 503 with X-Pool-Full.
 func refusedAsFull(resp *fasthttp.Response) bool {

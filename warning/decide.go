@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // Member is one ready backend's report of one service, placed in its node pool.
@@ -14,7 +14,7 @@ import (
 type Member struct {
 	Backend string // backend id
 	Pool    string // the backend's node pool (authoritative, from config or admin)
-	report.Report
+	protocol.Report
 }
 
 // Policy is one service's warning configuration.
@@ -61,7 +61,7 @@ func Decide(members []Member, policies map[string]Policy) []Group {
 			groups = append(groups, Group{Pool: k.pool, Service: k.service, Version: k.version, Threshold: p.Threshold})
 		}
 		g := &groups[i]
-		if m.Status == report.Leaving {
+		if m.Status == protocol.Leaving {
 			g.Leaving = append(g.Leaving, m.Backend)
 		} else {
 			g.Serving = append(g.Serving, m.Backend)

@@ -5,15 +5,15 @@ import (
 	"testing"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 func serving(backend, pool, service, version string) Member {
-	return Member{Backend: backend, Pool: pool, Report: report.Report{Service: service, Status: report.Serving, Version: version}}
+	return Member{Backend: backend, Pool: pool, Report: protocol.Report{Service: service, Status: protocol.Serving, Version: version}}
 }
 
 func leaving(backend, pool, service, version string) Member {
-	return Member{Backend: backend, Pool: pool, Report: report.Report{Service: service, Status: report.Leaving, Version: version}}
+	return Member{Backend: backend, Pool: pool, Report: protocol.Report{Service: service, Status: protocol.Leaving, Version: version}}
 }
 
 func TestDecide(t *testing.T) {
@@ -189,7 +189,7 @@ func TestDecideWarnedIsNotAliased(t *testing.T) {
 	}
 }
 
-func TestBody(t *testing.T) {
+func TestWarningFor(t *testing.T) {
 	tests := []struct {
 		name  string
 		group Group
@@ -211,8 +211,8 @@ func TestBody(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Body(tc.group, tc.site); got != tc.want {
-				t.Fatalf("Body() = %q, want %q", got, tc.want)
+			if got := warningFor(tc.group, tc.site).Line(); got != tc.want {
+				t.Fatalf("warningFor().Line() = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 
 	"pollbal/internal/defaults"
 	"pollbal/internal/metric"
+	"pollbal/protocol"
 )
 
 // maxResponseDrain bounds how much of a /pool_warning answer is read (to reuse the connection).
@@ -212,18 +213,18 @@ func (s *Sender) post(t Target, timeout time.Duration, secret []byte) {
 func (s *Sender) do(t Target, timeout time.Duration, secret []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	body := Body(t.Group, s.site) + "\n"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+t.Address+"/pool_warning", strings.NewReader(body))
+	body := warningFor(t.Group, s.site).Body()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+t.Address+protocol.PathWarning, strings.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("pool warning %s: %w", t.Backend, err)
 	}
 	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
 	req.Header.Set("User-Agent", "pollbal")
-	req.Header.Set("X-Pollbal-Site", s.site)
+	req.Header.Set(protocol.HeaderSite, s.site)
 	if len(secret) > 0 {
 		ts := strconv.FormatInt(s.now().Unix(), 10)
-		req.Header.Set("X-Pollbal-Timestamp", ts)
-		req.Header.Set("X-Pollbal-Signature", Signature(secret, ts, body))
+		req.Header.Set(protocol.HeaderTimestamp, ts)
+		req.Header.Set(protocol.HeaderSignature, protocol.Sign(secret, ts, []byte(body)))
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -235,6 +236,12 @@ func (s *Sender) do(t Target, timeout time.Duration, secret []byte) error {
 		return fmt.Errorf("pool warning %s: %w", t.Backend, &StatusError{Code: resp.StatusCode})
 	}
 	return nil
+}
+
+// warningFor is what the POST /pool_warning for g says.
+func warningFor(g Group, site string) protocol.Warning {
+	return protocol.Warning{Service: g.Service, Version: g.Version, Serving: len(g.Serving),
+		Leaving: len(g.Leaving), Threshold: g.Threshold, Site: site}
 }
 
 // StatusError is a /pool_warning answer that is not 2xx.

@@ -172,7 +172,7 @@ func TestSenderRequest(t *testing.T) {
 				if ts != tc.wantTS {
 					t.Errorf("X-Pollbal-Timestamp = %q, want %q", ts, tc.wantTS)
 				}
-				// Computed independently of Signature() so a bug there cannot hide.
+				// Computed independently of protocol.Sign so a bug there cannot hide.
 				want := hmacHex(tc.secret, ts+"\n"+tc.wantBody)
 				if sig != "sha256="+want {
 					t.Errorf("X-Pollbal-Signature = %q, want sha256=%s", sig, want)
@@ -493,7 +493,7 @@ func TestSenderAgainstExampleBackend(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
-	if want := Body(testGroup, "test-site") + "\n"; st.Warnings != 1 || st.LastWarning != want {
+	if want := warningFor(testGroup, "test-site").Body(); st.Warnings != 1 || st.LastWarning != want {
 		t.Fatalf("backend stats = %+v, want 1 warning with body %q", st, want)
 	}
 }

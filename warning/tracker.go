@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // Members is the one thing a Tracker reads from the balancer: the ready backends of the current
@@ -18,7 +18,7 @@ import (
 type Members interface {
 	// EachReady calls fn once per ready backend with its address, its node pool and its reports
 	// of the services the configuration declares. fn must not modify reports.
-	EachReady(fn func(id, address, pool string, reports []report.Report))
+	EachReady(fn func(id, address, pool string, reports []protocol.Report))
 }
 
 // Events records what the status page lists: warning_started and warning_stopped.
@@ -128,7 +128,7 @@ func (t *Tracker) Round() {
 	t.mu.Lock()
 	var members []Member
 	address := map[string]string{}
-	t.members.EachReady(func(id, addr, pool string, reports []report.Report) {
+	t.members.EachReady(func(id, addr, pool string, reports []protocol.Report) {
 		if !t.known[id] {
 			return // the balancer took a configuration this Tracker has not seen yet
 		}

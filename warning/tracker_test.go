@@ -12,13 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // fakeBackend is one ready backend as fakeMembers lists it.
 type fakeBackend struct {
 	id, address, pool string
-	reports           []report.Report
+	reports           []protocol.Report
 }
 
 // fakeMembers is a Members view the test sets directly.
@@ -27,7 +27,7 @@ type fakeMembers struct {
 	ready []fakeBackend
 }
 
-func (f *fakeMembers) EachReady(fn func(id, address, pool string, reports []report.Report)) {
+func (f *fakeMembers) EachReady(fn func(id, address, pool string, reports []protocol.Report)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, b := range f.ready {
@@ -61,8 +61,8 @@ func (e *fakeEvents) take() []string {
 	return out
 }
 
-func web(id, address string, status report.Status) fakeBackend {
-	return fakeBackend{id: id, address: address, pool: "p", reports: []report.Report{{Service: "web", Status: status, Version: "v1"}}}
+func web(id, address string, status protocol.Status) fakeBackend {
+	return fakeBackend{id: id, address: address, pool: "p", reports: []protocol.Report{{Service: "web", Status: status, Version: "v1"}}}
 }
 
 // trackerConfig is a site whose service web has threshold 2, with the given backend ids.
@@ -139,7 +139,7 @@ func TestTrackerRound(t *testing.T) {
 	group := map[string]string{"pool": "p", "service": "web", "version": "v1"}
 
 	// Two serving at threshold 2 and one leaving: both serving are warned, the leaving one not.
-	f.members.set(web("a", addr(srvA), report.Serving), web("b", addr(srvB), report.Serving), web("c", addr(srvC), report.Leaving))
+	f.members.set(web("a", addr(srvA), protocol.Serving), web("b", addr(srvB), protocol.Serving), web("c", addr(srvC), protocol.Leaving))
 	f.round()
 	want := []GroupState{{Pool: "p", Service: "web", Version: "v1", Serving: 2, Leaving: 1, Threshold: 2, Warned: []string{"a", "b"}}}
 	if got := f.tr.Groups(); !reflect.DeepEqual(got, want) {
@@ -179,8 +179,8 @@ func TestTrackerRound(t *testing.T) {
 	}
 
 	// A third serving backend: nobody is warned any more, the group stays with an empty list.
-	f.members.set(web("a", addr(srvA), report.Serving), web("b", addr(srvB), report.Serving),
-		web("c", addr(srvC), report.Leaving), web("d", closedAddr(t), report.Serving))
+	f.members.set(web("a", addr(srvA), protocol.Serving), web("b", addr(srvB), protocol.Serving),
+		web("c", addr(srvC), protocol.Leaving), web("d", closedAddr(t), protocol.Serving))
 	f.round()
 	want = []GroupState{{Pool: "p", Service: "web", Version: "v1", Serving: 3, Leaving: 1, Threshold: 2, Warned: []string{}}}
 	if got := f.tr.Groups(); !reflect.DeepEqual(got, want) {
@@ -218,7 +218,7 @@ func TestTrackerIgnoresBackendsItsConfigDoesNotList(t *testing.T) {
 	srv, got := recordingServer(t, http.StatusNoContent)
 	f := newTrackerFixture(t, trackerConfig("a"))
 	// The balancer took a configuration with x before the tracker: x counts for nothing yet.
-	f.members.set(web("a", closedAddr(t), report.Serving), web("x", addr(srv), report.Serving))
+	f.members.set(web("a", closedAddr(t), protocol.Serving), web("x", addr(srv), protocol.Serving))
 	f.round()
 	want := []GroupState{{Pool: "p", Service: "web", Version: "v1", Serving: 1, Threshold: 2, Warned: []string{"a"}}}
 	if g := f.tr.Groups(); !reflect.DeepEqual(g, want) {
@@ -236,7 +236,7 @@ func TestTrackerIgnoresBackendsItsConfigDoesNotList(t *testing.T) {
 
 func TestTrackerUpdateAppliesPolicies(t *testing.T) {
 	f := newTrackerFixture(t, trackerConfig("a", "b", "c"))
-	f.members.set(web("a", closedAddr(t), report.Serving), web("b", closedAddr(t), report.Serving), web("c", closedAddr(t), report.Serving))
+	f.members.set(web("a", closedAddr(t), protocol.Serving), web("b", closedAddr(t), protocol.Serving), web("c", closedAddr(t), protocol.Serving))
 	f.round()
 	if f.tr.Warned("a") {
 		t.Fatal("three serving at threshold 2: a warned")
@@ -258,7 +258,7 @@ func TestTrackerUpdateAppliesPolicies(t *testing.T) {
 func TestTrackerForgetsRemovedBackends(t *testing.T) {
 	f := newTrackerFixture(t, trackerConfig("gone", "kept"))
 	kept, _ := recordingServer(t, http.StatusInternalServerError)
-	f.members.set(web("gone", closedAddr(t), report.Serving), web("kept", addr(kept), report.Serving))
+	f.members.set(web("gone", closedAddr(t), protocol.Serving), web("kept", addr(kept), protocol.Serving))
 	f.round()
 	for _, id := range []string{"gone", "kept"} {
 		if !f.tr.Warned(id) {
@@ -308,7 +308,7 @@ func TestTrackerForgetsBackendRemovedWhilePostInFlight(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	f := newTrackerFixture(t, trackerConfig("slow"))
-	f.members.set(web("slow", addr(srv), report.Serving))
+	f.members.set(web("slow", addr(srv), protocol.Serving))
 	f.tr.Round()
 	select {
 	case <-arrived:

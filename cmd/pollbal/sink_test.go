@@ -7,7 +7,7 @@ import (
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/poller"
-	"pollbal/report"
+	"pollbal/protocol"
 )
 
 // TestSinkObserveAllocsNothingOfItsOwn: the poller and the balancer share the report package's
@@ -33,8 +33,8 @@ func TestSinkObserveAllocsNothingOfItsOwn(t *testing.T) {
 	}
 	t.Cleanup(bal.Close)
 	now := time.Now()
-	reports := []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}
-	load := &report.Load{InFlight: 3, Capacity: 8, At: now}
+	reports := []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}
+	load := &protocol.Load{InFlight: 3, Capacity: 8, At: now}
 	result := poller.Result{ID: "web-1", Address: "127.0.0.1:10001", Ready: true, Reports: reports, Load: load, Checked: now}
 	obs := balancer.Observation{ID: "web-1", Address: "127.0.0.1:10001", Ready: true, Reports: reports, Load: load, Checked: now}
 	k := sink{bal: bal}

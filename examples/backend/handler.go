@@ -15,10 +15,14 @@ import (
 
 	"pollbal/examples/backend/api"
 	"pollbal/examples/poolload"
+	"pollbal/protocol"
 )
 
 // maxWarningBody bounds the /pool_warning body read into memory.
 const maxWarningBody = 64 << 10
+
+// maxSkew is how far X-Pollbal-Timestamp may be from the backend's clock.
+const maxSkew = 300 * time.Second
 
 type handlerOptions struct {
 	ID       string
@@ -71,12 +75,12 @@ func newHandler(o handlerOptions) *handler {
 		"/ws":     h.serveWebSocket,
 	}, other: http.HandlerFunc(h.serveOther)}
 	h.routes = routes{paths: map[string]http.HandlerFunc{
-		"/pool":             h.servePool,
-		"/pool_warning":     h.serveWarning,
-		"/_backend/stats":   h.serveStats,
-		"/_backend/headers": h.serveHeaders,
-		"/_backend/streams": h.serveStreamStats,
-		"/_backend/release": h.serveRelease,
+		protocol.PathPool:    h.servePool,
+		protocol.PathWarning: h.serveWarning,
+		"/_backend/stats":    h.serveStats,
+		"/_backend/headers":  h.serveHeaders,
+		"/_backend/streams":  h.serveStreamStats,
+		"/_backend/release":  h.serveRelease,
 	}, other: h.load.Limit(client)}
 	return h
 }
@@ -123,7 +127,7 @@ func (h *handler) servePool(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Backend-Id", h.o.ID)
 	if h.o.Capacity > 0 && !h.o.NoLoadReport {
-		w.Header().Set(poolload.HeaderLoad, h.load.Value())
+		w.Header().Set(protocol.HeaderLoad, h.load.Value())
 	}
 	_, _ = w.Write(body)
 }
@@ -140,8 +144,8 @@ func (h *handler) serveWarning(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.o.Secret != nil {
-		err := verifySignature(h.o.Secret, r.Header.Get("X-Pollbal-Timestamp"),
-			r.Header.Get("X-Pollbal-Signature"), body, h.o.Now())
+		err := protocol.Verify(h.o.Secret, r.Header.Get(protocol.HeaderTimestamp),
+			r.Header.Get(protocol.HeaderSignature), body, h.o.Now(), maxSkew)
 		if err != nil {
 			h.o.Logger.Warn("rejected pool warning", "remote", r.RemoteAddr, "err", err)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)

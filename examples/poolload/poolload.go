@@ -2,14 +2,15 @@ package poolload
 
 import (
 	"net/http"
-	"strconv"
 	"sync/atomic"
+
+	"pollbal/protocol"
 )
 
-// Header names of the protocol.
+// Header names of the protocol, for a backend that imports only this package.
 const (
-	HeaderLoad = "X-Pool-Load" // on /pool answers: "<in_flight>/<capacity>"
-	HeaderFull = "X-Pool-Full" // on a 503 that refused a request before doing any work
+	HeaderLoad = protocol.HeaderLoad // on /pool answers: "<in_flight>/<capacity>"
+	HeaderFull = protocol.HeaderFull // on a 503 that refused a request before doing any work
 )
 
 // Limiter counts a backend's requests in progress and refuses those over its capacity. It is
@@ -72,13 +73,7 @@ func (l *Limiter) Report(next http.Handler) http.Handler {
 
 // Value is the X-Pool-Load value now: "<in_flight>/<capacity>", or "<in_flight>" without a
 // capacity.
-func (l *Limiter) Value() string {
-	n := strconv.FormatInt(l.inFlight.Load(), 10)
-	if l.capacity == 0 {
-		return n
-	}
-	return n + "/" + strconv.FormatInt(l.capacity, 10)
-}
+func (l *Limiter) Value() string { return protocol.FormatLoad(l.inFlight.Load(), l.capacity) }
 
 // Capacity returns the capacity (0: unlimited).
 func (l *Limiter) Capacity() int64 { return l.capacity }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"pollbal/protocol"
 )
 
 // maxFailureExamples bounds the failures kept for the summary.
@@ -74,7 +76,7 @@ func (l *load) one(host string) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		reason := resp.Header.Get("X-Pollbal-Reason")
+		reason := resp.Header.Get(protocol.HeaderReason)
 		l.fail(host, fmt.Sprintf("%d %s", resp.StatusCode, reason))
 		return
 	}

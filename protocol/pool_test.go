@@ -1,4 +1,4 @@
-package poller
+package protocol
 
 import (
 	"bytes"
@@ -7,11 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"pollbal/report"
 )
 
-func TestParse(t *testing.T) {
+func TestParsePool(t *testing.T) {
 	sixtyFour := strings.Repeat("# comment\n", 63) + "web\n"
 	sixtyFive := strings.Repeat("# comment\n", 64) + "web\n"
 	long := "web serving v1\n" + strings.Repeat("#", 4096)
@@ -19,41 +17,41 @@ func TestParse(t *testing.T) {
 		name    string
 		body    string
 		maxBody int
-		want    []report.Report
+		want    []Report
 		wantErr string // "" = must succeed; else the exact error text
 	}{
-		{name: "empty body is ready with no reports", body: "", want: []report.Report{}},
-		{name: "only blank and comment lines", body: "\n# nothing here\n   \n", want: []report.Report{}},
+		{name: "empty body is ready with no reports", body: "", want: []Report{}},
+		{name: "only blank and comment lines", body: "\n# nothing here\n   \n", want: []Report{}},
 		{name: "seed leaving with version", body: "servicename leaving v_3",
-			want: []report.Report{{Service: "servicename", Status: report.Leaving, Version: "v_3"}}},
+			want: []Report{{Service: "servicename", Status: Leaving, Version: "v_3"}}},
 		{name: "seed serving with version", body: "servicename serving v_3",
-			want: []report.Report{{Service: "servicename", Status: report.Serving, Version: "v_3"}}},
+			want: []Report{{Service: "servicename", Status: Serving, Version: "v_3"}}},
 		{name: "seed service alone defaults to serving", body: "servicename",
-			want: []report.Report{{Service: "servicename", Status: report.Serving}}},
+			want: []Report{{Service: "servicename", Status: Serving}}},
 		{name: "ok is canonicalized to serving", body: "web ok",
-			want: []report.Report{{Service: "web", Status: report.Serving}}},
+			want: []Report{{Service: "web", Status: Serving}}},
 		{name: "ok with version", body: "web ok v3\n",
-			want: []report.Report{{Service: "web", Status: report.Serving, Version: "v3"}}},
+			want: []Report{{Service: "web", Status: Serving, Version: "v3"}}},
 		{name: "spec example version with plus", body: "web serving 1.2.3+build.7",
-			want: []report.Report{{Service: "web", Status: report.Serving, Version: "1.2.3+build.7"}}},
+			want: []Report{{Service: "web", Status: Serving, Version: "1.2.3+build.7"}}},
 		{name: "CRLF line endings", body: "web serving v1\r\napi leaving v2\r\n",
-			want: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"},
-				{Service: "api", Status: report.Leaving, Version: "v2"}}},
+			want: []Report{{Service: "web", Status: Serving, Version: "v1"},
+				{Service: "api", Status: Leaving, Version: "v2"}}},
 		{name: "tabs and runs of spaces separate tokens", body: "  web\t\tleaving   v1  ",
-			want: []report.Report{{Service: "web", Status: report.Leaving, Version: "v1"}}},
+			want: []Report{{Service: "web", Status: Leaving, Version: "v1"}}},
 		{name: "comments and blank lines are ignored", body: "# pool file\n\nweb serving v1\n  # indented comment\n",
-			want: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"}}},
+			want: []Report{{Service: "web", Status: Serving, Version: "v1"}}},
 		{name: "two services", body: "web serving v1\napi\n",
-			want: []report.Report{{Service: "web", Status: report.Serving, Version: "v1"},
-				{Service: "api", Status: report.Serving}}},
+			want: []Report{{Service: "web", Status: Serving, Version: "v1"},
+				{Service: "api", Status: Serving}}},
 		{name: "service with dots dashes underscores", body: "a.b-c_d",
-			want: []report.Report{{Service: "a.b-c_d", Status: report.Serving}}},
+			want: []Report{{Service: "a.b-c_d", Status: Serving}}},
 		{name: "service of 64 characters", body: strings.Repeat("s", 64),
-			want: []report.Report{{Service: strings.Repeat("s", 64), Status: report.Serving}}},
+			want: []Report{{Service: strings.Repeat("s", 64), Status: Serving}}},
 		{name: "64 lines counting comments", body: sixtyFour,
-			want: []report.Report{{Service: "web", Status: report.Serving}}},
+			want: []Report{{Service: "web", Status: Serving}}},
 		{name: "body exactly at the limit", body: "web", maxBody: 3,
-			want: []report.Report{{Service: "web", Status: report.Serving}}},
+			want: []Report{{Service: "web", Status: Serving}}},
 
 		{name: "duplicate service", body: "web serving v1\napi\nweb leaving v1\n",
 			wantErr: `line 3: duplicate service "web"`},
@@ -77,42 +75,43 @@ func TestParse(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Parse([]byte(tc.body), tc.maxBody)
+			got, err := ParsePool([]byte(tc.body), tc.maxBody)
 			if tc.wantErr != "" {
 				if err == nil {
-					t.Fatalf("Parse(%q) = %v, want error %q", tc.body, got, tc.wantErr)
+					t.Fatalf("ParsePool(%q) = %v, want error %q", tc.body, got, tc.wantErr)
 				}
 				if err.Error() != tc.wantErr {
-					t.Fatalf("Parse(%q) error = %q, want %q", tc.body, err, tc.wantErr)
+					t.Fatalf("ParsePool(%q) error = %q, want %q", tc.body, err, tc.wantErr)
 				}
-				var pe *ParseError
+				var pe *PoolError
 				if !errors.As(err, &pe) {
-					t.Fatalf("error %T is not a *ParseError", err)
+					t.Fatalf("error %T is not a *PoolError", err)
 				}
 				if got != nil {
-					t.Fatalf("Parse(%q) returned reports %v with an error", tc.body, got)
+					t.Fatalf("ParsePool(%q) returned reports %v with an error", tc.body, got)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("Parse(%q) error: %v", tc.body, err)
+				t.Fatalf("ParsePool(%q) error: %v", tc.body, err)
 			}
 			if got == nil {
-				t.Fatalf("Parse(%q) = nil, want non-nil", tc.body)
+				t.Fatalf("ParsePool(%q) = nil, want non-nil", tc.body)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("Parse(%q) = %#v, want %#v", tc.body, got, tc.want)
+				t.Fatalf("ParsePool(%q) = %#v, want %#v", tc.body, got, tc.want)
 			}
 		})
 	}
 }
 
 var (
-	serviceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$`)
+	serviceRE = regexp.MustCompile(`^` + ServiceGrammar + `$`)
+	versionRE = regexp.MustCompile(`^` + VersionGrammar + `$`)
 )
 
-// TestValidNameMatchesSpecRegexps checks the hand-written byte checks against SPEC §2's regexps.
+// TestValidNameMatchesSpecRegexps checks the hand-written byte checks against the grammars'
+// regexps (docs/protocol.md shows the same ones: TestProtocolDocGrammar).
 func TestValidNameMatchesSpecRegexps(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -144,29 +143,29 @@ func TestValidNameMatchesSpecRegexps(t *testing.T) {
 	}
 }
 
-func TestFormat(t *testing.T) {
+func TestFormatPool(t *testing.T) {
 	cases := []struct {
 		name    string
-		reports []report.Report
+		reports []Report
 		want    string
 	}{
 		{name: "none", reports: nil, want: ""},
-		{name: "unversioned", reports: []report.Report{{Service: "web", Status: report.Serving}}, want: "web serving\n"},
-		{name: "versioned leaving", reports: []report.Report{{Service: "web", Status: report.Leaving, Version: "v1"}},
+		{name: "unversioned", reports: []Report{{Service: "web", Status: Serving}}, want: "web serving\n"},
+		{name: "versioned leaving", reports: []Report{{Service: "web", Status: Leaving, Version: "v1"}},
 			want: "web leaving v1\n"},
-		{name: "two", reports: []report.Report{{Service: "a", Status: report.Serving}, {Service: "b", Status: report.Leaving}},
+		{name: "two", reports: []Report{{Service: "a", Status: Serving}, {Service: "b", Status: Leaving}},
 			want: "a serving\nb leaving\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := string(Format(tc.reports)); got != tc.want {
-				t.Fatalf("Format = %q, want %q", got, tc.want)
+			if got := string(FormatPool(tc.reports)); got != tc.want {
+				t.Fatalf("FormatPool = %q, want %q", got, tc.want)
 			}
 		})
 	}
 }
 
-func FuzzParse(f *testing.F) {
+func FuzzParsePool(f *testing.F) {
 	for _, seed := range []string{
 		"", "servicename leaving v_3", "servicename serving v_3", "servicename", "web ok",
 		"web v3", "web serving v1\r\napi leaving\r\n", "# c\n\nweb\nweb\n", "a\tb\tc\td",
@@ -176,7 +175,7 @@ func FuzzParse(f *testing.F) {
 	}
 	const maxBody = 4096
 	f.Fuzz(func(t *testing.T, body []byte) {
-		reports, err := Parse(body, maxBody)
+		reports, err := ParsePool(body, maxBody)
 		if err != nil {
 			if reports != nil {
 				t.Fatalf("reports %v returned with error %v", reports, err)
@@ -186,16 +185,16 @@ func FuzzParse(f *testing.F) {
 		if reports == nil {
 			t.Fatal("accepted answer gave nil reports")
 		}
-		canon := Format(reports)
-		again, err := Parse(canon, len(canon))
+		canon := FormatPool(reports)
+		again, err := ParsePool(canon, len(canon))
 		if err != nil {
 			t.Fatalf("canonical form %q of %q does not parse: %v", canon, body, err)
 		}
 		if !reflect.DeepEqual(again, reports) {
 			t.Fatalf("round trip of %q: %#v, want %#v", body, again, reports)
 		}
-		if !bytes.Equal(Format(again), canon) {
-			t.Fatalf("Format is not stable for %q", body)
+		if !bytes.Equal(FormatPool(again), canon) {
+			t.Fatalf("FormatPool is not stable for %q", body)
 		}
 	})
 }

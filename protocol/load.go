@@ -1,10 +1,9 @@
-package poller
+package protocol
 
-import "errors"
-
-// HeaderLoad is the /pool answer header in which a backend reports its own load:
-// "<in_flight>/<capacity>" or "<in_flight>".
-const HeaderLoad = "X-Pool-Load"
+import (
+	"errors"
+	"strconv"
+)
 
 // maxLoadDigits bounds each number of an X-Pool-Load value, so that parsing never overflows.
 const maxLoadDigits = 9
@@ -45,4 +44,15 @@ func loadNumber(v []byte, i int) (int64, int, bool) {
 		i++
 	}
 	return n, i, i > start
+}
+
+// FormatLoad is the X-Pool-Load value of a backend with inFlight requests in progress:
+// "<in_flight>/<capacity>", or "<in_flight>" when capacity <= 0 (none to report). ParseLoad
+// reads back what it writes for numbers of up to nine digits.
+func FormatLoad(inFlight, capacity int64) string {
+	n := strconv.FormatInt(inFlight, 10)
+	if capacity <= 0 {
+		return n
+	}
+	return n + "/" + strconv.FormatInt(capacity, 10)
 }

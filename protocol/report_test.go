@@ -1,8 +1,8 @@
-package report
+package protocol
 
 import "testing"
 
-func TestEqual(t *testing.T) {
+func TestEqualReports(t *testing.T) {
 	web := Report{Service: "web", Status: Serving, Version: "v1"}
 	tests := []struct {
 		name string
@@ -19,8 +19,8 @@ func TestEqual(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Equal(tc.a, tc.b); got != tc.want {
-				t.Fatalf("Equal(%v, %v) = %t, want %t", tc.a, tc.b, got, tc.want)
+			if got := EqualReports(tc.a, tc.b); got != tc.want {
+				t.Fatalf("EqualReports(%v, %v) = %t, want %t", tc.a, tc.b, got, tc.want)
 			}
 		})
 	}
