@@ -1,5 +1,7 @@
-// Package systemd holds the systemd unit for pollbal (pollbal.service, with LoadCredential=
-// for the admin token and the warning secret) and the configuration written for it
-// (pollbal.yaml). It has no code: its tests check the unit with systemd-analyze and that the
-// configuration names the files the unit provides.
+// Package systemd holds the systemd units for pollbal (pollbal.service, with LoadCredential=
+// for the admin token and the warning secret, Type=notify; pollbal.socket and
+// pollbal-admin.socket, which hold the listening sockets across restarts) and the
+// configuration written for them (pollbal.yaml). It has no code: its tests check the units
+// with systemd-analyze, that the configuration names the files the service provides, and that
+// the sockets are the ones the configuration listens on, under the names pollbal knows.
 package systemd

@@ -1,6 +1,8 @@
 package systemd
 
 import (
+	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,25 +12,47 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/handover"
 )
 
 const unitFile = "pollbal.service"
 
-// verify runs systemd-analyze verify on unit (with the pollbal binary path replaced by an
-// executable that exists here) and returns what it printed; systemd-analyze exits 0 on unknown
-// keys, so any output is a finding.
-func verify(t *testing.T, bin, unit string) string {
+// socketUnits are the socket units that pass pollbal its listening sockets.
+var socketUnits = []string{"pollbal.socket", "pollbal-admin.socket"}
+
+// readUnits returns every unit file of this directory by name.
+func readUnits(t *testing.T) map[string]string {
+	t.Helper()
+	units := map[string]string{}
+	for _, name := range append([]string{unitFile}, socketUnits...) {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		units[name] = string(data)
+	}
+	return units
+}
+
+// verify runs systemd-analyze verify on units, written side by side (with the pollbal binary
+// path replaced by an executable that exists here), and returns what it printed;
+// systemd-analyze exits 0 on unknown keys, so any output is a finding.
+func verify(t *testing.T, bin string, units map[string]string) string {
 	t.Helper()
 	true_, err := exec.LookPath("true")
 	if err != nil {
 		t.Skip("no true(1) to stand in for the pollbal binary")
 	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, unitFile)
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(unit, "/usr/local/bin/pollbal", true_)), 0o644); err != nil {
-		t.Fatal(err)
+	args := []string{"verify"}
+	for name, unit := range units {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(unit, "/usr/local/bin/pollbal", true_)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, path)
 	}
-	out, err := exec.Command(bin, "verify", path).CombinedOutput()
+	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		return string(out) + "\n" + err.Error()
 	}
@@ -40,18 +64,114 @@ func TestUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Skip("systemd-analyze not installed (Debian: systemd)")
 	}
-	data, err := os.ReadFile(unitFile)
+	units := readUnits(t)
+	if out := verify(t, bin, units); out != "" {
+		t.Fatalf("systemd-analyze verify %s %s:\n%s", unitFile, strings.Join(socketUnits, " "), out)
+	}
+	// The check above is only worth something if verify reports a slip: a misspelt key in the
+	// service or in a socket unit, or a socket unit for a service that does not exist.
+	for _, slip := range []struct{ unit, from, to, reported string }{
+		{unitFile, "\nLoadCredential=", "\nLoadCredentials=", "LoadCredentials"},
+		{"pollbal-admin.socket", "\nFileDescriptorName=", "\nFileDescriptorNames=", "FileDescriptorNames"},
+		{"pollbal-admin.socket", "\nService=pollbal.service", "\nService=pollbl.service", "pollbl.service"},
+	} {
+		broken := maps.Clone(units)
+		broken[slip.unit] = strings.Replace(units[slip.unit], slip.from, slip.to, 1)
+		if broken[slip.unit] == units[slip.unit] {
+			t.Fatalf("%s has no %q to break", slip.unit, slip.from)
+		}
+		if out := verify(t, bin, broken); !strings.Contains(out, slip.reported) {
+			t.Errorf("systemd-analyze verify did not report %q in %s; got %q", slip.reported, slip.unit, out)
+		}
+	}
+}
+
+// directives returns the values of every line key=value of unit.
+func directives(unit, key string) []string {
+	var values []string
+	for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(key)+`=(.*)$`).FindAllStringSubmatch(unit, -1) {
+		values = append(values, strings.TrimSpace(m[1]))
+	}
+	return values
+}
+
+// sameListenAddr says whether a socket unit's ListenStream= (a port alone: every address)
+// listens where the configured address (host:port) does.
+func sameListenAddr(stream, configured string) bool {
+	host, port, err := net.SplitHostPort(configured)
+	if err != nil {
+		return false
+	}
+	if !strings.Contains(stream, ":") {
+		return stream == port && (host == "" || net.ParseIP(host).IsUnspecified())
+	}
+	sHost, sPort, err := net.SplitHostPort(stream)
+	return err == nil && sPort == port && net.ParseIP(sHost) != nil && net.ParseIP(sHost).Equal(net.ParseIP(host))
+}
+
+// TestSocketUnitsMatchTheConfiguration: the service takes exactly the shipped socket units;
+// each passes one socket under a name pollbal knows, for pollbal.service, on the address that
+// pollbal.yaml configures for that listener (pollbal refuses a passed socket elsewhere). And
+// the service is Type=notify, which pollbal speaks.
+func TestSocketUnitsMatchTheConfiguration(t *testing.T) {
+	units := readUnits(t)
+	service := units[unitFile]
+	cfg, err := configs.Load("pollbal.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	unit := string(data)
-	if out := verify(t, bin, unit); out != "" {
-		t.Fatalf("systemd-analyze verify %s:\n%s", unitFile, out)
+	configured := map[string]string{handover.Proxy: cfg.Listen, handover.TLS: cfg.TLS.Listen, handover.Admin: cfg.Admin.Listen}
+	for _, key := range []string{"Sockets", "Requires"} {
+		if got := strings.Fields(strings.Join(directives(service, key), " ")); !slices.Equal(got, socketUnits) {
+			t.Errorf("%s: %s=%q, want %q", unitFile, key, got, socketUnits)
+		}
 	}
-	// The check above is only worth something if verify reports a slip: a misspelt key.
-	broken := strings.Replace(unit, "\nLoadCredential=", "\nLoadCredentials=", 1)
-	if out := verify(t, bin, broken); !strings.Contains(out, "LoadCredentials") {
-		t.Fatalf("systemd-analyze verify did not report a misspelt key; got %q", out)
+	if got := directives(service, "Type"); !slices.Equal(got, []string{"notify"}) {
+		t.Errorf("%s: Type=%q, want notify", unitFile, got)
+	}
+	var names []string
+	for _, name := range socketUnits {
+		unit := units[name]
+		fdName := directives(unit, "FileDescriptorName")
+		streams := directives(unit, "ListenStream")
+		if len(fdName) != 1 || len(streams) != 1 {
+			t.Errorf("%s: FileDescriptorName=%q ListenStream=%q, want one of each (pollbal serves one socket per listener)", name, fdName, streams)
+			continue
+		}
+		addr, known := configured[fdName[0]]
+		switch {
+		case !known:
+			t.Errorf("%s: FileDescriptorName=%s, which is not a pollbal listener", name, fdName[0])
+		case slices.Contains(names, fdName[0]):
+			t.Errorf("%s: FileDescriptorName=%s is another unit's too", name, fdName[0])
+		case !sameListenAddr(streams[0], addr):
+			t.Errorf("%s: ListenStream=%s, but pollbal.yaml's %s listener is %q", name, streams[0], fdName[0], addr)
+		}
+		names = append(names, fdName[0])
+		if svc := directives(unit, "Service"); !slices.Equal(svc, []string{unitFile}) && !(len(svc) == 0 && name == "pollbal.socket") {
+			t.Errorf("%s: Service=%q, want %s", name, svc, unitFile)
+		}
+	}
+}
+
+// TestSameListenAddr: the comparison the test above relies on.
+func TestSameListenAddr(t *testing.T) {
+	for _, tc := range []struct {
+		stream, configured string
+		want               bool
+	}{
+		{"80", ":80", true},
+		{"80", "0.0.0.0:80", true},
+		{"80", "127.0.0.1:80", false},
+		{"80", ":8080", false},
+		{"127.0.0.1:9090", "127.0.0.1:9090", true},
+		{"127.0.0.1:9090", "127.0.0.2:9090", false},
+		{"127.0.0.1:9090", ":9090", false},
+		{"[::1]:9090", "[::1]:9090", true},
+	} {
+		if got := sameListenAddr(tc.stream, tc.configured); got != tc.want {
+			t.Errorf("sameListenAddr(%q, %q) = %v, want %v", tc.stream, tc.configured, got, tc.want)
+		}
 	}
 }
 
