@@ -125,9 +125,8 @@ func (s *Snapshot) acquire(app *App, tried *Tried, waiter bool) (Lease, error) {
 func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 	set := l.cur.Load()
 	for gi := range set.groups {
-		g := &set.groups[gi]
-		for attempt := 0; attempt <= len(g.members); attempt++ {
-			m, limit := s.pick(l, set, g, tried, now)
+		for attempt := 0; attempt <= len(set.groups[gi].members); attempt++ {
+			m, limit := s.pick(l, set, gi, tried, now)
 			if m == nil {
 				break
 			}
@@ -165,13 +164,15 @@ func (s *Snapshot) lease(m *member, limit int64, now time.Time) bool {
 	return false
 }
 
-// pick ranks g's members by spare capacity with the configured tie-break and returns the best
-// available member and its current limit: the first member, in rotation order, with the most
-// spare. It stops early at a member whose spare capacity equals the largest capacity in the set,
-// since no other member can have more, and skips a block of members whose spare hint is no more
-// than the best spare found so far, since none of them could replace it. Without slow start
-// (limits only change through leases then) it tightens the hint of each whole block it scans.
-func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, now time.Time) (*member, int64) {
+// pick ranks the members of set's group gi by spare capacity with the configured tie-break and
+// returns the best available member and its current limit: the first member, in rotation
+// order, with the most spare. It stops early at a member whose spare capacity equals the
+// largest capacity in the set, since no other member can have more, and skips a block of
+// members whose spare hint is no more than the best spare found so far, since none of them
+// could replace it. Without slow start (limits only change through leases then) it tightens
+// the hint of each whole block it scans.
+func (s *Snapshot) pick(l *candList, set *candSet, gi int, tried *Tried, now time.Time) (*member, int64) {
+	g := &set.groups[gi]
 	ms := g.members
 	n := len(ms)
 	if n == 0 {
@@ -186,10 +187,10 @@ func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, n
 	var bestSpare, bestLimit int64
 	// Visit [start, n) then [0, start) block by block; the block holding start comes in two parts.
 	for p, left := start, n; left > 0; {
-		k := p / hintBlock
-		lo := k * hintBlock
-		end := min(lo+hintBlock, n, p+left)
-		whole := p == lo && end == min(lo+hintBlock, n)
+		k := ms[p].pos / hintBlock
+		lo, hi := int(g.starts[k]), int(g.starts[k+1])
+		end := min(hi, p+left)
+		whole := p == lo && end == hi
 		var seen int64
 		if hinted {
 			seen = g.hints[k].bound.Load()
@@ -221,7 +222,7 @@ func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, n
 			}
 		}
 		if hinted && whole {
-			g.hints[k].tighten(seen, top, g.block(k))
+			g.hints[k].tighten(seen, top, l, gi, k)
 		}
 		left -= end - p
 		p = end % n
