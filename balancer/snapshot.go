@@ -10,14 +10,15 @@ import (
 )
 
 // member is one backend as it appears in a snapshot.
+// What a pick's scan reads comes first, on one cache line.
 type member struct {
 	b        *Backend
 	slot     *slot // b.slot, one load closer to the pick's scan
-	cfg      configs.Backend
 	capacity int64 // the configured capacity, or the one a fresh load report gave (fleet.go)
+	pos      int   // its index among its pool's members in id order: its block is pos / hintBlock
+	cfg      configs.Backend
 	pool     string
 	source   string
-	pos      int // its index among its pool's members in id order: its block is pos / hintBlock
 }
 
 // The groups of a candidate set: a member that is ready and reports the list's service is in
