@@ -97,9 +97,10 @@ import "sync/atomic"
 // that order: the old snapshot's sets are retired, backends that left or were replaced stop
 // raising any hint, then the new snapshot's sets are registered, then it is published.
 
-// hintBlock is how many consecutive members of a rank group share one spare hint. A pick reads
-// one hint per block and scans only blocks that could hold a better candidate than the best
-// found so far, so a busy pool of n members costs about n/hintBlock hint loads plus a few scans.
+// hintBlock is how many consecutive members of a pool (in id order) share one spare hint in each
+// group. A pick reads one hint per block that holds members of its group and scans only blocks
+// that could hold a better candidate than the best found so far, so a busy pool of n members
+// costs about n/hintBlock hint loads plus a few scans.
 const hintBlock = 32
 
 // rankGroup is one ordered part of a candSet (serving or leaving) with its block hints. Blocks

@@ -2,4 +2,5 @@
 // HAProxy, NGINX, Caddy, a minimal fasthttp proxy (bench/refproxy) and optionally pollbal
 // (pollbal.sh) on 127.0.0.1 and measures each with wrk; setup.sh installs the peers from the
 // distribution's packages. This package has no code of its own: its tests check the scripts.
+// bench/scale (make bench-scale) measures pollbal itself with thousands of backends.
 package bench
