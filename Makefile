@@ -7,7 +7,7 @@ BIN     ?= bin
 # how many updates each backend makes.
 DEMO_FLAGS ?=
 
-.PHONY: all build demo test vet lint bench bench-harness bench-rate bench-bigbody clean
+.PHONY: all build demo test vet lint bench bench-harness bench-rate bench-bigbody bench-scale clean
 
 all: build
 
@@ -61,6 +61,14 @@ bench-rate: build
 # NGINX backend, interleaved rounds; prints MiB/s and the pollbal/NGINX ratio (about 40 s).
 bench-bigbody: build
 	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal bench/bigbody.sh
+
+# Many backends: time until /api/state shows 1,000 to 20,000 backends ready, pollbal's CPU once
+# they are, its memory and descriptors (bench/README.md). Several minutes; SCALE_FLAGS passes
+# options, e.g. SCALE_FLAGS="-sizes 10000 -runs 2" or "-pollbal before=/tmp/old,after=bin/pollbal".
+SCALE_FLAGS ?= -pollbal pollbal=$(BIN)/pollbal
+bench-scale: build
+	$(GO) build -o $(BIN)/scale ./bench/scale
+	$(BIN)/scale $(SCALE_FLAGS)
 
 clean:
 	rm -rf $(BIN)

@@ -63,12 +63,21 @@ type Balancer struct {
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
 	requests  map[string]*RequestMetrics // by app name (requests.go)
+	setWork   setWork
 
 	roundDone atomic.Bool
 	events    *Events
 	alarms    *alarms
 	metrics   *metrics
 	queues    *waitQueues // requests waiting for a slot (queue.go)
+}
+
+// setWork is what the candidate sets have cost since the balancer was built: the sets made (a
+// list built by a rebuild, or a list's set replaced after a health change) and the members read
+// to make them; references copied are not counted. It is what holds a health change to its own
+// pool's lists in the tests.
+type setWork struct {
+	sets, members int
 }
 
 // New builds a Balancer from a validated configuration and the persisted overrides.
@@ -216,8 +225,8 @@ func (b *Balancer) rebuildLocked() {
 
 // Observe applies one check result. Unknown ids are ignored (a reload may have removed the
 // backend). Reports for services the config does not declare are dropped, counted and listed
-// in the state. When something a scheduler sees changed, the candidate sets of the backend's
-// pool are refreshed (not the whole snapshot).
+// in the state. When something a scheduler sees changed, the backend joins or leaves the
+// candidate sets of its own pool (not a new snapshot, nor a walk over the pool).
 func (b *Balancer) Observe(o Observation) {
 	snap := b.snap.Load()
 	m := snap.byID[o.ID]
@@ -252,8 +261,8 @@ func (b *Balancer) readmit(rt *Backend) {
 }
 
 // applyHealth publishes h as rt's health. A change nothing schedules on is stored without a
-// lock or a rebuild; a visible one is stored under the mutex, refreshes the candidate sets of
-// rt's pool and fires the events and the log line the change calls for. A Backend a reload
+// lock or a rebuild; a visible one is stored under the mutex, moves rt in the candidate sets of
+// its pool and fires the events and the log line the change calls for. A Backend a reload
 // replaced meanwhile is left alone.
 func (b *Balancer) applyHealth(rt *Backend, h *Health, c healthChange) {
 	if !c.Visible {
@@ -266,11 +275,12 @@ func (b *Balancer) applyHealth(rt *Backend, h *Health, c healthChange) {
 		return
 	}
 	rt.health.Store(h)
-	// Only this backend's pool's candidate sets depend on its health; under b.mu no rebuild
-	// can swap the snapshot meanwhile.
+	// Only the candidate sets of this backend's pool depend on its health, and of those only
+	// the ones whose group it joins or leaves; under b.mu no rebuild can swap the snapshot
+	// meanwhile.
 	cur := b.snap.Load()
 	if cm := cur.byID[rt.ID]; cm != nil && cm.b == rt {
-		cur.refreshPool(cm.pool)
+		cur.regroup(cm, h)
 		b.queues.wake() // a backend that became ready may serve waiters
 	}
 	if c.ReadyChanged {

@@ -4,7 +4,9 @@
 //
 // The request path reads one immutable Snapshot through an atomic pointer; the snapshot is
 // rebuilt wholesale when the configuration or an admin override changes; a backend's health
-// change swaps only the candidate sets of its own pool (atomically, copy-on-write).
+// change swaps only the candidate sets of its own pool that it joins or leaves, each a copy of
+// the old set with that one backend inserted or removed (regroup, snapshot.go), so a change
+// costs its pool a copy of references and the rest of the fleet nothing.
 // In-flight counters live in per-address slots (slot.go) that outlive snapshots and the
 // configurations they were built from: a reload that changes a backend's capacity, renames it,
 // or removes it and adds it back never loses or double-counts a lease. Ranking skips blocks of candidates whose spare

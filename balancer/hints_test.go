@@ -42,8 +42,14 @@ func checkHints(t *testing.T, s *Snapshot) {
 		set := l.cur.Load()
 		for gi := range set.groups {
 			g := &set.groups[gi]
+			if len(g.hints) != len(l.hints[gi]) || (len(g.hints) > 0 && &g.hints[0] != &l.hints[gi][0]) {
+				t.Fatalf("list %v group %d: the set's hints are not the list's", key, gi)
+			}
 			for k := range g.hints {
 				for _, m := range g.block(k) {
+					if m.pos/hintBlock != k {
+						t.Fatalf("list %v group %d block %d holds %s at pool position %d", key, gi, k, m.cfg.ID, m.pos)
+					}
 					if spare, bound := m.capacity-m.slot.inFlight.Load(), g.hints[k].bound.Load(); spare > bound {
 						t.Fatalf("list %v group %d block %d: %s has spare %d above the hint %d", key, gi, k, m.cfg.ID, spare, bound)
 					}
@@ -122,7 +128,8 @@ func TestPickMatchesLinearScan(t *testing.T) {
 					}
 					l := s.AppByName("www").primary
 					set := l.cur.Load()
-					g := &set.groups[rng.IntN(2)]
+					gi := rng.IntN(2)
+					g := &set.groups[gi]
 					var tried Tried
 					for k := rng.IntN(3); k > 0; k-- {
 						tried.Add(s.members[rng.IntN(len(s.members))].b)
@@ -132,7 +139,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 						start = int((l.rot.n.Load() + 1) % uint32(n))
 					}
 					want := linearPick(s, set, g.members, start, &tried)
-					got, limit := s.pick(l, set, g, &tried, time.Time{})
+					got, limit := s.pick(l, set, gi, &tried, time.Time{})
 					if got != want {
 						t.Fatalf("step %d: pick got %v, linear scan %v", step, memberID(got), memberID(want))
 					}
@@ -232,45 +239,59 @@ func TestHintsHoldAfterConcurrentLeases(t *testing.T) {
 	}
 }
 
-// TestTightenKeepsReleasesDuringTheScan replays a pick's tightening with a release landing
-// between the scan's read of a member and the compare-and-swap.
+// TestTightenKeepsReleasesDuringTheScan replays a pick's tightening with a release, or a member
+// joining the group, landing between the scan's read of the block and the compare-and-swap.
 func TestTightenKeepsReleasesDuringTheScan(t *testing.T) {
 	cases := []struct {
 		name      string
 		bound     int64 // the hint before the scan
-		release   bool  // member 0 releases one lease after the scan read it
+		release   bool  // x releases one lease after the scan read it
 		raiseSeen bool  // ... and its raise went through (bound was below its new spare)
+		join      bool  // x is not in the set the scan read; it joins after the scan
 		want      int64
 	}{
 		{name: "no release: lowered to what the scan saw", bound: 10, want: 5},
 		{name: "release found the bound high enough: the re-read restores it", bound: 10, release: true, want: 6},
 		{name: "release raised the bound: the swap fails", bound: 5, release: true, raiseSeen: true, want: 6},
+		{name: "join found the bound high enough: the re-read of the current set restores it", bound: 10, join: true, want: 5},
+		{name: "join raised the bound: the swap fails", bound: 4, join: true, want: 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var ms []*member
-			for _, id := range []string{"x", "y"} {
+			for i, id := range []string{"x", "y"} {
 				b := newBackend(id, "", &slot{})
-				ms = append(ms, &member{b: b, slot: b.slot, capacity: 10})
+				ms = append(ms, &member{b: b, slot: b.slot, capacity: 10, pos: i})
 			}
-			ms[0].slot.inFlight.Store(5)
-			ms[1].slot.inFlight.Store(7)
-			var h spareHint
+			x, y := ms[0], ms[1]
+			x.slot.inFlight.Store(5)
+			y.slot.inFlight.Store(7)
+			l := &candList{hints: [2][]spareHint{make([]spareHint, 1), make([]spareHint, 1)}}
+			h := &l.hints[0][0]
 			h.bound.Store(tc.bound)
-			regs := []hintReg{{hint: &h, capacity: 10}}
-			ms[0].slot.hints.Store(&regs)
+			scanned := ms
+			if tc.join {
+				scanned = []*member{y}
+			}
+			l.cur.Store(&candSet{groups: [2]rankGroup{newRankGroup(scanned, 1, l.hints[0]), newRankGroup(nil, 1, l.hints[1])}})
+			regs := []hintReg{{hint: h, capacity: 10}}
+			x.slot.hints.Store(&regs)
 			seen := h.bound.Load()
 			top := int64(0)
-			for _, m := range ms { // the scan
+			for _, m := range scanned { // the scan
 				top = max(top, m.capacity-m.slot.inFlight.Load())
 			}
 			if tc.release {
-				ms[0].slot.release()
+				x.slot.release()
 				if got := h.bound.Load(); (got != seen) != tc.raiseSeen {
 					t.Fatalf("release left the bound at %d (seen %d)", got, seen)
 				}
 			}
-			h.tighten(seen, top, ms)
+			if tc.join { // what Snapshot.regroup does: publish, then raise to the capacity
+				l.cur.Store(&candSet{groups: [2]rankGroup{newRankGroup(ms, 1, l.hints[0]), newRankGroup(nil, 1, l.hints[1])}})
+				h.raise(x.capacity)
+			}
+			h.tighten(seen, top, l, 0, 0)
 			if got := h.bound.Load(); got != tc.want {
 				t.Fatalf("bound %d, want %d", got, tc.want)
 			}

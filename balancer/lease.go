@@ -142,9 +142,8 @@ func (s *Snapshot) acquire(app *App, tried *Tried, waiter bool) (Lease, error) {
 func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 	set := l.cur.Load()
 	for gi := range set.groups {
-		g := &set.groups[gi]
-		for attempt := 0; attempt <= len(g.members); attempt++ {
-			m, limit := s.pick(l, set, g, tried, now)
+		for attempt := 0; attempt <= len(set.groups[gi].members); attempt++ {
+			m, limit := s.pick(l, set, gi, tried, now)
 			if m == nil {
 				break
 			}
@@ -182,13 +181,15 @@ func (s *Snapshot) lease(m *member, limit int64, now time.Time) bool {
 	return false
 }
 
-// pick ranks g's members by spare capacity with the configured tie-break and returns the best
-// available member and its current limit: the first member, in rotation order, with the most
-// spare. It stops early at a member whose spare capacity equals the largest capacity in the set,
-// since no other member can have more, and skips a block of members whose spare hint is no more
-// than the best spare found so far, since none of them could replace it. Without slow start
-// (limits only change through leases then) it tightens the hint of each whole block it scans.
-func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, now time.Time) (*member, int64) {
+// pick ranks the members of set's group gi by spare capacity with the configured tie-break and
+// returns the best available member and its current limit: the first member, in rotation
+// order, with the most spare. It stops early at a member whose spare capacity equals the
+// largest capacity in the set, since no other member can have more, and skips a block of
+// members whose spare hint is no more than the best spare found so far, since none of them
+// could replace it. Without slow start (limits only change through leases then) it tightens
+// the hint of each whole block it scans.
+func (s *Snapshot) pick(l *candList, set *candSet, gi int, tried *Tried, now time.Time) (*member, int64) {
+	g := &set.groups[gi]
 	ms := g.members
 	n := len(ms)
 	if n == 0 {
@@ -201,49 +202,67 @@ func (s *Snapshot) pick(l *candList, set *candSet, g *rankGroup, tried *Tried, n
 	hinted := s.slowStart <= 0 && !set.stale.Load()
 	var best *member
 	var bestSpare, bestLimit int64
-	// Visit [start, n) then [0, start) block by block; the block holding start comes in two parts.
+	// Visit [start, n) then [0, start) block by block; the block holding start comes in two
+	// parts. Block k is ms[starts[k]:starts[k+1]], empty where the group has none of the
+	// pool's members of that block.
+	nb := len(g.hints)
+	k := ms[start].pos / hintBlock
 	for p, left := start, n; left > 0; {
-		k := p / hintBlock
-		lo := k * hintBlock
-		end := min(lo+hintBlock, n, p+left)
-		whole := p == lo && end == min(lo+hintBlock, n)
-		var seen int64
-		if hinted {
-			seen = g.hints[k].bound.Load()
-			if seen <= bestSpare {
-				left -= end - p
-				p = end % n
-				continue
+		lo, hi := int(g.starts[k]), int(g.starts[k+1])
+		end := min(hi, p+left)
+		if end > p {
+			left -= end - p
+			var seen int64
+			if hinted {
+				seen = g.hints[k].bound.Load()
+			}
+			if !hinted || seen > bestSpare {
+				m, spare, limit, top := s.scanBlock(ms[p:end], tried, now, bestSpare, set.maxCap)
+				if m != nil {
+					best, bestSpare, bestLimit = m, spare, limit
+					if spare >= set.maxCap {
+						return best, bestLimit
+					}
+				}
+				if hinted && p == lo && end == hi {
+					g.hints[k].tighten(seen, top, l, gi, k)
+				}
 			}
 		}
-		var top int64 // the block's largest capacity - in-flight, whatever each member's availability
-		for j := p; j < end; j++ {
-			m := ms[j]
-			inFlight := m.slot.inFlight.Load()
-			if raw := m.capacity - inFlight; raw > top {
-				top = raw
-			}
-			h, ok := candidate(m, tried)
-			if !ok {
-				continue
-			}
-			limit := s.limit(m, h, now)
-			spare := limit - inFlight
-			if spare <= 0 || spare <= bestSpare {
-				continue
-			}
-			best, bestSpare, bestLimit = m, spare, limit
-			if spare >= set.maxCap {
-				return best, bestLimit
-			}
+		if k++; k == nb {
+			k = 0
 		}
-		if hinted && whole {
-			g.hints[k].tighten(seen, top, g.block(k))
-		}
-		left -= end - p
-		p = end % n
+		p = int(g.starts[k])
 	}
 	return best, bestLimit
+}
+
+// scanBlock is pick's scan of ms, one block or part of one: the first member with the most
+// spare above bestSpare (nil when none has more), its spare and its limit, and the largest
+// capacity - in-flight among ms whatever each member's availability. It stops at a member whose
+// spare reaches maxCap. A function of its own, so that the loop over the members keeps its
+// values in registers.
+func (s *Snapshot) scanBlock(ms []*member, tried *Tried, now time.Time, bestSpare, maxCap int64) (best *member, spare, limit, top int64) {
+	for _, m := range ms {
+		inFlight := m.slot.inFlight.Load()
+		if raw := m.capacity - inFlight; raw > top {
+			top = raw
+		}
+		h, ok := candidate(m, tried)
+		if !ok {
+			continue
+		}
+		lim := s.limit(m, h, now)
+		sp := lim - inFlight
+		if sp <= 0 || sp <= bestSpare {
+			continue
+		}
+		best, bestSpare, spare, limit = m, sp, sp, lim
+		if sp >= maxCap {
+			return best, spare, limit, top
+		}
+	}
+	return best, spare, limit, top
 }
 
 // candidate is the one predicate for "is m a candidate now", apart from its free slot: ready

@@ -72,7 +72,7 @@ func holdThenPick(t *testing.T, bal *Balancer, n int, id string) (held []Lease, 
 	s = bal.Snapshot()
 	app := s.AppByName("www")
 	set := app.primary.cur.Load()
-	m, limit = s.pick(app.primary, set, &set.groups[0], nil, time.Time{})
+	m, limit = s.pick(app.primary, set, 0, nil, time.Time{})
 	if m == nil || m.b.ID != id || limit != 8 {
 		t.Fatalf("pick: %v under limit %d, want backend %s under 8", m, limit, id)
 	}

@@ -9,9 +9,10 @@ import (
 	"pollbal/protocol"
 )
 
-// BenchmarkObserveStartup measures the cost of 2,000 backends becoming ready one after the
-// other (every first check is a transition that rebuilds the snapshot), then of a steady round
-// of unchanged checks.
+// BenchmarkObserveStartup measures the cost of 2,000 backends in 20 pools becoming ready one
+// after the other (every first check is a transition that changes the candidate sets of its
+// pool), then of a steady round of unchanged checks, and of 10,000 backends of one pool
+// becoming ready.
 func BenchmarkObserveStartup(b *testing.B) {
 	const n = 2000
 	var bs []configs.Backend
@@ -39,6 +40,19 @@ func BenchmarkObserveStartup(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			for _, cb := range bs {
+				bal.Observe(Observation{ID: cb.ID, Ready: true, Reports: reports, Checked: time.Now()})
+			}
+		}
+	})
+	b.Run("10000 transitions in one pool", func(b *testing.B) {
+		var one []configs.Backend
+		for i := 0; i < 10000; i++ {
+			one = append(one, configs.Backend{ID: fmt.Sprintf("b%05d", i)})
+		}
+		cfg := cfgOf([]configs.App{{Name: "app", Hosts: []string{"*"}}}, one)
+		for i := 0; i < b.N; i++ {
+			bal := newTestBalancer(b, cfg, nil)
+			for _, cb := range one {
 				bal.Observe(Observation{ID: cb.ID, Ready: true, Reports: reports, Checked: time.Now()})
 			}
 		}

@@ -10,63 +10,136 @@ import (
 )
 
 // member is one backend as it appears in a snapshot.
+// What a pick's scan reads comes first, on one cache line.
 type member struct {
 	b        *Backend
 	slot     *slot // b.slot, one load closer to the pick's scan
-	cfg      configs.Backend
 	capacity int64 // the configured capacity, or the one a fresh load report gave (fleet.go)
+	pos      int   // its index among its pool's members in id order: its block is pos / hintBlock
+	cfg      configs.Backend
 	pool     string
 	source   string
 }
 
+// The groups of a candidate set: a member that is ready and reports the list's service is in
+// one of them, by the status it reports.
+const (
+	groupNone    int8 = -1
+	groupServing int8 = 0
+	groupLeaving int8 = 1
+)
+
+// groupOf is the group a backend with health h is in for a list of pool and service. It is
+// a pure function.
+func groupOf(h *Health, pool, service string) int8 {
+	if !h.Ready || pool == configs.PoolUnassigned {
+		return groupNone
+	}
+	for _, r := range h.Reports {
+		if r.Service == service {
+			if r.Status == protocol.Leaving {
+				return groupLeaving
+			}
+			return groupServing
+		}
+	}
+	return groupNone
+}
+
 // candList is the candidate list of one (pool, service). Its pool members are fixed for the
-// snapshot; which of them are ready and report the service (serving or leaving) is a candSet
-// swapped atomically when one of their health changes, so a check result costs a refresh of
-// its own pool's lists rather than a whole new snapshot.
+// snapshot; which of them are ready and report the service (serving or leaving) is a candSet,
+// swapped atomically when one of them changes group. The new set is the old one with that
+// member inserted or removed, so a check result costs its own pool's lists a copy of their
+// references, not a walk over the pool, and the other pools nothing.
 type candList struct {
 	pool, service string
-	pooled        []*member // every member of the pool, in id order
+	pooled        []*member // every member of the pool, in id order; shared by the pool's lists
 	cur           atomic.Pointer[candSet]
 	rot           *rotation
+	// hints holds each group's spare hints, one per block of pooled (hintBlock members in id
+	// order): the sets of the list share them, so a new set registers nothing but the member
+	// that moved (hints.go).
+	hints [2][]spareHint
+	// in is the group each member of pooled is in in cur. Written under the balancer's mutex.
+	in []int8
+	// uniform: every member of the pool has the same capacity, so removing a member never
+	// lowers a set's largest capacity.
+	uniform bool
 }
 
 // candSet is an immutable ranking input: serving members first, then leaving ones, each in id
 // order, with the block hints a pick uses to skip members that cannot win (hints.go). Once a
-// newer set replaces it, it is marked stale and its hints are no longer raised by releases, so
-// picks on it (a request still holding an older snapshot) scan it linearly.
+// reload replaces its list, it is marked stale and its hints are no longer raised by releases,
+// so picks on it (a request still holding an older snapshot) scan it linearly.
 type candSet struct {
 	groups [2]rankGroup // serving, leaving
 	maxCap int64        // largest capacity in the set: a member with that much spare cannot be beaten
 	stale  atomic.Bool
 }
 
-// build computes the list's candSet from the members' live health; it publishes nothing.
-func (l *candList) build() *candSet {
+// newCandList builds the list of (pool, service) over pooled from the members' live health.
+func newCandList(pool, service string, pooled []*member, rot *rotation) *candList {
+	l := &candList{pool: pool, service: service, pooled: pooled, rot: rot, in: make([]int8, len(pooled)), uniform: true}
+	blocks := (len(pooled) + hintBlock - 1) / hintBlock
 	set := &candSet{}
-	var serving, leaving []*member
-	if l.pool != configs.PoolUnassigned {
-		for _, m := range l.pooled {
-			h := m.b.Health()
-			if !h.Ready {
-				continue
-			}
-			for _, r := range h.Reports {
-				if r.Service != l.service {
-					continue
-				}
-				if r.Status == protocol.Leaving {
-					leaving = append(leaving, m)
-				} else {
-					serving = append(serving, m)
-				}
-				if m.capacity > set.maxCap {
-					set.maxCap = m.capacity
-				}
-			}
+	var ms [2][]*member
+	for g := range l.hints {
+		l.hints[g] = make([]spareHint, blocks)
+	}
+	for i, m := range pooled {
+		l.uniform = l.uniform && m.capacity == pooled[0].capacity
+		g := groupOf(m.b.Health(), pool, service)
+		l.in[i] = g
+		if g == groupNone {
+			continue
+		}
+		ms[g] = append(ms[g], m)
+		l.hints[g][i/hintBlock].raise(m.capacity)
+		set.maxCap = max(set.maxCap, m.capacity)
+	}
+	for g := range set.groups {
+		set.groups[g] = newRankGroup(ms[g], blocks, l.hints[g])
+	}
+	l.cur.Store(set)
+	return l
+}
+
+// moved returns l's current set with m in group to, and how many members it read to make it;
+// nil when m is there already. It publishes nothing. The caller holds the balancer's mutex.
+func (l *candList) moved(m *member, to int8) (*candSet, int) {
+	from := l.in[m.pos]
+	if from == to {
+		return nil, 0
+	}
+	old := l.cur.Load()
+	next := &candSet{groups: old.groups, maxCap: old.maxCap}
+	read, n := 0, 0
+	if from != groupNone {
+		next.groups[from], read = old.groups[from].without(m)
+		if !l.uniform && m.capacity == old.maxCap {
+			next.maxCap, n = next.largest()
+			read += n
 		}
 	}
-	set.groups = [2]rankGroup{newRankGroup(serving), newRankGroup(leaving)}
-	return set
+	if to != groupNone {
+		next.groups[to], n = old.groups[to].with(m)
+		next.maxCap = max(next.maxCap, m.capacity)
+		read += n
+	}
+	return next, read
+}
+
+// largest is the largest capacity among the set's members, and how many it read.
+func (set *candSet) largest() (int64, int) {
+	var c int64
+	n := 0
+	for g := range set.groups {
+		for _, m := range set.groups[g].members {
+			c = max(c, m.capacity)
+		}
+		n += len(set.groups[g].members)
+	}
+	return c, n
 }
 
 // App is one configured app as resolved in a snapshot. It is immutable; callers may keep it for
@@ -94,7 +167,8 @@ type Snapshot struct {
 	apps      []*App
 	router    router
 	lists     map[[2]string]*candList
-	byPool    map[string][]*candList // the lists of each pool, refreshed on a member's health change
+	pooled    map[string][]*member   // the members of each pool, in id order
+	byPool    map[string][]*candList // the lists of each pool, regrouped on a member's health change
 	slowStart time.Duration
 	tieID     bool
 	bal       *Balancer
@@ -159,6 +233,8 @@ func buildSnapshot(in buildInput) *Snapshot {
 		cfg:       cfg,
 		byID:      make(map[string]*member, len(cfg.Backends)),
 		lists:     make(map[[2]string]*candList),
+		pooled:    make(map[string][]*member),
+		byPool:    make(map[string][]*candList),
 		slowStart: cfg.Proxy.SlowStart,
 		tieID:     cfg.Proxy.TieBreak == configs.TieBreakID,
 		bal:       in.bal,
@@ -176,6 +252,13 @@ func buildSnapshot(in buildInput) *Snapshot {
 		}
 		s.members = append(s.members, m)
 		s.byID[cb.ID] = m
+		s.pooled[pool] = append(s.pooled[pool], m)
+	}
+	for _, ms := range s.pooled {
+		sort.Slice(ms, func(i, j int) bool { return ms[i].cfg.ID < ms[j].cfg.ID })
+		for i, m := range ms {
+			m.pos = i
+		}
 	}
 	// Candidate lists for every (pool, service) an app may use: its own pool and, where allowed,
 	// default. The predicate re-checks the atomics at request time.
@@ -207,44 +290,60 @@ func (s *Snapshot) list(pool, service string, rotations map[[2]string]*rotation)
 	if l := s.lists[key]; l != nil {
 		return l
 	}
-	l := &candList{pool: pool, service: service, rot: rotations[key]}
-	if l.rot == nil {
-		l.rot = &rotation{}
-		rotations[key] = l.rot
+	rot := rotations[key]
+	if rot == nil {
+		rot = &rotation{}
+		rotations[key] = rot
 	}
-	for _, m := range s.members {
-		if m.pool == pool {
-			l.pooled = append(l.pooled, m)
-		}
-	}
-	sort.Slice(l.pooled, func(i, j int) bool { return l.pooled[i].cfg.ID < l.pooled[j].cfg.ID })
-	l.cur.Store(l.build())
+	l := newCandList(pool, service, s.pooled[pool], rot)
+	s.bal.setWork.sets++
+	s.bal.setWork.members += len(l.pooled)
 	s.lists[key] = l
-	if s.byPool == nil {
-		s.byPool = map[string][]*candList{}
-	}
 	s.byPool[pool] = append(s.byPool[pool], l)
 	return l
 }
 
-// refreshPool rebuilds the candidate sets of pool's lists after a member's health changed. The
-// caller holds the balancer's mutex.
-func (s *Snapshot) refreshPool(pool string) {
-	lists := s.byPool[pool]
-	if len(lists) == 0 {
+// regroup publishes, after m's health changed to h, the sets of its pool's lists in which it
+// changed group; every other set stays as it is. The caller holds the balancer's mutex.
+//
+// The order keeps the hint invariants (hints.go): m's releases raise the hints of both its old
+// and its new groups before any new set is published, since a pick may still be scanning the
+// old one; each group m joins has its block's hint raised to m's capacity after the set is
+// published, since a pick on the old set, which does not list m, may have lowered it; and the
+// old groups' hints are dropped from m's releases only once the new sets are out.
+func (s *Snapshot) regroup(m *member, h *Health) {
+	lists := s.byPool[m.pool]
+	var next []*candSet
+	to := make([]int8, len(lists))
+	for i, l := range lists {
+		to[i] = groupOf(h, l.pool, l.service)
+		set, read := l.moved(m, to[i])
+		if set == nil {
+			to[i] = groupNone
+			continue
+		}
+		if next == nil {
+			next = make([]*candSet, len(lists))
+		}
+		next[i] = set
+		s.bal.setWork.sets++
+		s.bal.setWork.members += read
+	}
+	if next == nil {
 		return
 	}
-	next := make([]*candSet, len(lists))
+	m.slot.hints.Store(regsOf(m, lists, to))
 	for i, l := range lists {
-		next[i] = l.build()
-	}
-	for _, l := range lists {
-		l.cur.Load().stale.Store(true)
-	}
-	registerHints(lists[0].pooled, next)
-	for i, l := range lists {
+		if next[i] == nil {
+			continue
+		}
+		l.in[m.pos] = to[i]
 		l.cur.Store(next[i])
+		if to[i] != groupNone {
+			l.hints[to[i]][m.pos/hintBlock].raise(m.capacity)
+		}
 	}
+	m.slot.hints.Store(regsOf(m, lists, nil))
 }
 
 // retire marks every candidate set of a snapshot that a rebuild replaced as stale. The caller
@@ -259,16 +358,7 @@ func (s *Snapshot) retire() {
 // published; members of pools without lists raise none. The caller holds the balancer's mutex.
 func (s *Snapshot) registerAll() {
 	for _, m := range s.members {
-		if len(s.byPool[m.pool]) == 0 {
-			m.slot.hints.Store(nil)
-		}
-	}
-	for _, lists := range s.byPool {
-		sets := make([]*candSet, len(lists))
-		for i, l := range lists {
-			sets[i] = l.cur.Load()
-		}
-		registerHints(lists[0].pooled, sets)
+		m.slot.hints.Store(regsOf(m, s.byPool[m.pool], nil))
 	}
 }
 
@@ -304,17 +394,4 @@ func (s *Snapshot) poolNames() []string {
 	}
 	sort.Strings(names)
 	return append(append([]string{configs.PoolDefault}, names...), configs.PoolUnassigned)
-}
-
-// scheduled reports whether some app resolves to pool (or, for default, may fall back to it).
-func (s *Snapshot) scheduled(pool string) bool {
-	if pool == configs.PoolUnassigned {
-		return false
-	}
-	for _, a := range s.apps {
-		if a.Pool == pool || (pool == configs.PoolDefault && a.fallback != nil) {
-			return true
-		}
-	}
-	return false
 }

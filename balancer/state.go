@@ -1,9 +1,9 @@
 package balancer
 
 import (
-	"sort"
 	"time"
 
+	"pollbal/configs"
 	"pollbal/protocol"
 )
 
@@ -118,20 +118,23 @@ func (b *Balancer) Pools() []PoolState { return b.pools(b.Snapshot()) }
 
 func (b *Balancer) pools(s *Snapshot) []PoolState {
 	names := s.poolNames()
+	apps := map[string][]string{}
+	fallback := false // some app may fall back to default
+	for _, a := range s.apps {
+		apps[a.Pool] = append(apps[a.Pool], a.Name)
+		fallback = fallback || a.fallback != nil
+	}
 	out := make([]PoolState, 0, len(names))
 	for _, n := range names {
-		p := PoolState{Name: n, Backends: []string{}, Apps: []string{}, Scheduled: s.scheduled(n), Queued: b.QueueLength(n)}
-		for _, m := range s.members {
-			if m.pool == n {
-				p.Backends = append(p.Backends, m.cfg.ID)
-			}
+		// Scheduled: some app resolves to the pool (or, for default, may fall back to it).
+		scheduled := n != configs.PoolUnassigned && (len(apps[n]) > 0 || (n == configs.PoolDefault && fallback))
+		p := PoolState{Name: n, Backends: make([]string, 0, len(s.pooled[n])), Apps: apps[n], Scheduled: scheduled, Queued: b.QueueLength(n)}
+		for _, m := range s.pooled[n] { // in id order
+			p.Backends = append(p.Backends, m.cfg.ID)
 		}
-		for _, a := range s.apps {
-			if a.Pool == n {
-				p.Apps = append(p.Apps, a.Name)
-			}
+		if p.Apps == nil {
+			p.Apps = []string{}
 		}
-		sort.Strings(p.Backends)
 		out = append(out, p)
 	}
 	return out

@@ -5,4 +5,5 @@
 // calls and context switches per request; lib.sh is what the two share; setup.sh installs the
 // peers from the distribution's packages. This package has no code of its own: its tests check
 // the scripts.
+// bench/scale (make bench-scale) measures pollbal itself with thousands of backends.
 package bench

@@ -130,6 +130,10 @@ func classify(err error, timeout time.Duration, maxBody int) (reason, result str
 		return "host unreachable", resultError
 	case errors.Is(err, syscall.ENETUNREACH):
 		return "network unreachable", resultError
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		// pollbal's own limit, not the backend's fault; fasthttp's text would be cut before
+		// the words that say so.
+		return "too many open files in pollbal (raise its open file limit)", resultError
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {

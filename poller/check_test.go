@@ -33,6 +33,13 @@ func TestClassify(t *testing.T) {
 		{name: "closed before answering", err: fasthttp.ErrConnectionClosed,
 			wantReason: "connection closed before the answer", wantResult: resultError},
 		{name: "host unreachable", err: dialErr(syscall.EHOSTUNREACH), wantReason: "host unreachable", wantResult: resultError},
+		// Regression: at 20,000 backends under a 20,000-descriptor limit the reason read
+		// "dial tcp 127.0.0.1:13080", cut before "socket: too many open files".
+		{name: "out of descriptors", err: &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 13080},
+			Err: os.NewSyscallError("socket", syscall.EMFILE)},
+			wantReason: "too many open files in pollbal (raise its open file limit)", wantResult: resultError},
+		{name: "out of descriptors system-wide", err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.ENFILE)},
+			wantReason: "too many open files in pollbal (raise its open file limit)", wantResult: resultError},
 		{name: "dns", err: &net.OpError{Op: "dial", Err: &net.DNSError{Name: "nope.invalid", Err: "no such host"}},
 			wantReason: "lookup nope.invalid: no such host", wantResult: resultError},
 		{name: "anything else keeps its text", err: errors.New("fasthttp: something odd"),
