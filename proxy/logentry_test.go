@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"regexp"
@@ -543,6 +544,57 @@ func TestAccessLogStreams(t *testing.T) {
 	if got := l["bytes_out"].(float64); got < 70000 || got >= 1000000 {
 		t.Errorf("stalled: bytes_out %v, want the 70000 sent before the stall", got)
 	}
+}
+
+// TestAccessLogRelays: a streamed body of unknown length goes to an HTTP/1.0 client on the
+// hijacked connection (relayUntilClose); its line comes when the relay ends, whole (ok), or cut
+// by client_timeout when the client stops reading (client_timeout). A chunked body to an
+// HTTP/1.1 client whose client goes away mid-body ends client_gone.
+func TestAccessLogRelays(t *testing.T) {
+	const size = 200000
+	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
+		n := int64(size)
+		if string(ctx.Path()) == "/endless" {
+			n = 1 << 40 // far more than the pipes hold
+		}
+		ctx.SetBodyStream(&pattern{n: n}, -1)
+	})
+	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg.Proxy.ClientTimeout = 200 * time.Millisecond
+	e, log := logEnv(t, cfg, "b1")
+
+	rc := dialRaw(t, e.ln, nil)
+	if _, err := rc.c.Write([]byte("GET /whole HTTP/1.0\r\nHost: shop.test\r\nX-Request-Id: relay-whole\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, rc.c, rc.br)
+	log.line("relay-whole").check(t, "relay, whole", map[string]any{"status": 200, "proto": "HTTP/1.0", "bytes_out": size, "end": "ok"})
+
+	rc = dialRaw(t, e.ln, nil)
+	if _, err := rc.c.Write([]byte("GET /endless HTTP/1.0\r\nHost: shop.test\r\nX-Request-Id: relay-stalled\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing and stays connected: client_timeout ends the relay.
+	log.line("relay-stalled").check(t, "relay, stalled", map[string]any{"status": 200, "end": "client_timeout"})
+
+	addr := e.serveTCP(t)
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("GET /endless HTTP/1.1\r\nHost: shop.test\r\nX-Request-Id: chunked-gone\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 100000)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	l := log.line("chunked-gone")
+	l.check(t, "chunked, client gone", map[string]any{"status": 200, "end": "client_gone"})
+	if got := l["bytes_out"].(float64); got < 50000 {
+		t.Errorf("chunked, client gone: bytes_out %v, want at least the bytes read", got)
+	}
+	e.waitIdle()
 }
 
 // TestAccessLogClientGone: a client that goes away while its request is with the backend gets
