@@ -7,7 +7,7 @@ BIN     ?= bin
 # how many updates each backend makes.
 DEMO_FLAGS ?=
 
-.PHONY: all build demo test vet lint bench bench-harness bench-rate bench-bigbody bench-scale clean
+.PHONY: all build demo test vet lint bench bench-harness bench-accesslog bench-rate bench-bigbody bench-scale clean
 
 all: build
 
@@ -49,6 +49,12 @@ bench:
 # results file goes to bench/results/. Knobs pass through the environment, e.g. ROUNDS=3.
 bench-harness: build
 	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal bench/run.sh
+
+# The access log's cost: pollbal with the log off and with a JSON log to a file, NGINX without and
+# with `access_log ... combined buffer=64k`, side by side in one run (about 2 minutes).
+bench-accesslog: build
+	TARGETS="nginx nginx-log" POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal \
+		PROXY2_CMD='POLLBAL_ACCESS_LOG=access.log bench/pollbal.sh' PROXY2_NAME=pollbal-log bench/run.sh
 
 # Constant rate (open model): vegeta v12.13.0, built from the Go module proxy, sends each target
 # fixed rates (RATES, default "1000 3000"; "max" = the highest rate vegeta reaches direct); per

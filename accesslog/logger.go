@@ -135,7 +135,7 @@ type Logger struct {
 	ops  chan op
 	done chan struct{} // closed when the writer has returned
 
-	switching sync.Mutex // one Update or Reopen at a time: its open and its switch go together
+	switching sync.Mutex // one Update, Apply or Reopen at a time: a Reopen's open and its switch go together
 	closeOnce sync.Once
 	closeErr  error
 
@@ -313,24 +313,81 @@ func (l *Logger) Log(r *Record) {
 // Update applies a changed access_log section (a reload) without losing a line: the lines
 // logged before it are written where and as the old configuration said, the ones after it as
 // the new one says. A new path is opened first; when that fails nothing changes. It returns
-// once the writer has switched, which waits for a write in progress.
+// once the writer has switched, which waits for a write in progress. It is Prepare and Apply
+// in one go, with no Update, Apply or Reopen in between.
 func (l *Logger) Update(c configs.AccessLog) error {
-	next, err := newSettings(c)
+	l.switching.Lock()
+	defer l.switching.Unlock()
+	ch, err := l.Prepare(c)
+	if err == nil {
+		err = l.applyChange(ch)
+	}
 	if err != nil {
 		return fmt.Errorf("update access log: %w", err)
 	}
-	l.switching.Lock()
-	defer l.switching.Unlock()
-	o := op{kind: opUpdate, next: next}
+	return nil
+}
+
+// Change is a changed access_log section made ready by Prepare: compiled, its new file open.
+// It is applied once (Apply) or given up (Discard); it is not safe for concurrent use.
+type Change struct {
+	next *settings
+	// switchTo is the output of a new path, nil when the path stays.
+	switchTo *output
+	done     bool // applied or discarded
+}
+
+// Prepare checks a changed access_log section and opens its file when the path changes, and
+// changes nothing: a reload prepares the log with its other checks, so that a path that
+// cannot be opened rejects the reload whole, and applies it (Apply, which cannot fail on an
+// open Logger) once every check has passed. A Change that is not applied must be discarded.
+// The Prepare and Apply of one change must not interleave with another Update or Apply
+// (reloads take turns); a Reopen may come between them.
+func (l *Logger) Prepare(c configs.AccessLog) (*Change, error) {
+	next, err := newSettings(c)
+	if err != nil {
+		return nil, err
+	}
+	ch := &Change{next: next}
 	if next.path != l.cur.Load().path {
-		if o.switchTo, err = l.openOutput(next.path); err != nil {
-			return fmt.Errorf("update access log: %w", err)
+		if ch.switchTo, err = l.openOutput(next.path); err != nil {
+			return nil, err
 		}
 	}
-	if err := l.do(o); err != nil {
-		return fmt.Errorf("update access log: %w", err)
+	return ch, nil
+}
+
+// Apply switches to a prepared Change, as Update describes. It fails only after Close, or for
+// a Change that is not the one prepared for the current configuration (already applied or
+// discarded, or another change was applied since); then nothing changes.
+func (l *Logger) Apply(ch *Change) error {
+	l.switching.Lock()
+	defer l.switching.Unlock()
+	return l.applyChange(ch)
+}
+
+// applyChange is Apply, with l.switching held.
+func (l *Logger) applyChange(ch *Change) error {
+	if ch.done {
+		return errors.New("access log change already applied or discarded")
 	}
-	return nil
+	ch.done = true
+	if ch.switchTo == nil && ch.next.path != l.cur.Load().path {
+		return fmt.Errorf("access log change was prepared for another path than %q", l.cur.Load().path)
+	}
+	return l.do(op{kind: opUpdate, next: ch.next, switchTo: ch.switchTo})
+}
+
+// Discard gives up a Change that will not be applied: the file Prepare opened is closed. It
+// does nothing on a Change applied or discarded already, or on nil.
+func (ch *Change) Discard() {
+	if ch == nil || ch.done {
+		return
+	}
+	ch.done = true
+	if ch.switchTo != nil && ch.switchTo.file != nil {
+		_ = ch.switchTo.file.Close()
+	}
 }
 
 // Reopen opens the log's file again at its path (SIGUSR1, after logrotate renamed it): the

@@ -625,6 +625,126 @@ func TestUpdateFailureChangesNothing(t *testing.T) {
 	}
 }
 
+// TestPrepareChangesNothingUntilApply: a prepared change has its new file open (so a path
+// that cannot be opened fails Prepare, not Apply) but the lines keep going to the old file and
+// format until Apply; the lines after Apply go to the new one.
+func TestPrepareChangesNothingUntilApply(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	l := newLogger(t, Options{Config: conf(first)})
+	next := conf(second)
+	next.Format = configs.FormatCombined
+	ch, err := l.Prepare(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(second); err != nil {
+		t.Errorf("Prepare did not open the new file: %v", err)
+	}
+	l.Log(withStatus(200))
+	barrier(t, l)
+	if a, b := readLines(t, first), readLines(t, second); len(a) != 1 || statusOf(t, a[0]) != 200 || len(b) != 0 {
+		t.Fatalf("before Apply: old file %q, new file %q; want the JSON line of 200 in the old one only", a, b)
+	}
+	if err := l.Apply(ch); err != nil {
+		t.Fatal(err)
+	}
+	l.Log(withStatus(201))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b := readLines(t, second); len(b) != 1 || !combinedRe.MatchString(b[0]+"\n") || !strings.Contains(b[0], `" 201 `) {
+		t.Errorf("after Apply the new file holds %q, want the combined line of 201", b)
+	}
+	if err := l.Apply(ch); err == nil {
+		t.Error("a change applied twice: no error")
+	}
+}
+
+// TestPrepareRejects: a section that is invalid, or whose new path cannot be opened, fails
+// Prepare, and the log goes on as it was.
+func TestPrepareRejects(t *testing.T) {
+	w := &memWriter{}
+	l := newLogger(t, Options{Config: conf("good.log"), Open: func(path string) (io.WriteCloser, error) {
+		if path == "good.log" {
+			return w, nil
+		}
+		return nil, errors.New("no such directory")
+	}})
+	invalid := conf("good.log")
+	invalid.Buffer = 1
+	for _, c := range []configs.AccessLog{conf("missing/dir.log"), invalid} {
+		if ch, err := l.Prepare(c); err == nil {
+			ch.Discard()
+			t.Errorf("Prepare(%+v) succeeded", c)
+		}
+	}
+	l.Log(proxiedRecord())
+	barrier(t, l)
+	if lines := w.lines(); len(lines) != 1 || w.closed != 0 {
+		t.Errorf("after rejected Prepares the file holds %q (closed %d times), want one line", lines, w.closed)
+	}
+}
+
+// TestDiscardClosesThePreparedFile: a change that is given up (its reload was rejected for
+// another reason) closes the file it opened, once, and can no longer be applied.
+func TestDiscardClosesThePreparedFile(t *testing.T) {
+	old, prepared := &memWriter{}, &memWriter{}
+	l := newLogger(t, Options{Config: conf("a.log"), Open: func(path string) (io.WriteCloser, error) {
+		if path == "a.log" {
+			return old, nil
+		}
+		return prepared, nil
+	}})
+	ch, err := l.Prepare(conf("b.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Discard()
+	ch.Discard()
+	if prepared.closed != 1 {
+		t.Errorf("the prepared file was closed %d times, want 1", prepared.closed)
+	}
+	if err := l.Apply(ch); err == nil {
+		t.Error("a discarded change was applied")
+	}
+	l.Log(proxiedRecord())
+	barrier(t, l)
+	if len(old.lines()) != 1 || len(prepared.lines()) != 0 || old.closed != 0 {
+		t.Errorf("after Discard: old file %d lines (closed %d times), prepared %d; want 1 (0) and 0",
+			len(old.lines()), old.closed, len(prepared.lines()))
+	}
+	var none *Change
+	none.Discard() // a reload without a prepared change discards nil
+}
+
+// TestApplyAfterAnotherChange: a change prepared while the path was the same, applied after
+// another change moved the path, is refused instead of writing to the wrong file.
+func TestApplyAfterAnotherChange(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	l := newLogger(t, Options{Config: conf(first)})
+	same := conf(first)
+	same.Format = configs.FormatCombined
+	stale, err := l.Prepare(same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Update(conf(second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Apply(stale); err == nil {
+		t.Error("a change prepared for a.log was applied while the log writes to b.log")
+	}
+	l.Log(withStatus(200))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b := readLines(t, second); len(b) != 1 || !json.Valid([]byte(b[0])) {
+		t.Errorf("b.log holds %q, want one JSON line", b)
+	}
+}
+
 func TestCloseIsIdempotent(t *testing.T) {
 	w := &memWriter{}
 	l := newLogger(t, Options{Config: conf("access.log"), Open: opener(w)})

@@ -6,6 +6,8 @@
 # Sourced, never run. The caller sets, before bench_targets:
 #   BENCH_SCRIPT (name in messages), BENCH_DIR, REPO_DIR, ORIG_PWD, TLS,
 #   TARGETS, BASE_PORT, PIN, KEEP, READY_TIMEOUT, PROXY_CMD, PROXY_ADDR, PROXY_NAME
+# and may set PROXY2_CMD, PROXY2_ADDR, PROXY2_NAME: a second extra target, started like the
+# first (default address BASE_PORT+18), e.g. the same proxy with another setting side by side.
 # Every process it starts is ended by PID (and its descendants by PID) on exit,
 # Ctrl-C or error: servers go into PIDS, short-lived clients into TRANSIENT.
 
@@ -20,7 +22,8 @@ bench_require() { # bench_require TOOL... : every tool must be on PATH
 }
 
 # bench_targets sets HOST, BE_PORTS, BACKENDS, ADDR (target -> host:port), adds the extra
-# target of PROXY_CMD to TARGETS, and sets TLIST (the targets, in order), SCHEME and CURL_TLS.
+# targets of PROXY_CMD and PROXY2_CMD to TARGETS, and sets TLIST (the targets, in order), SCHEME
+# and CURL_TLS. nginx-log is nginx with an access log (combined, buffer=64k) to a file.
 bench_targets() {
   HOST=127.0.0.1
   BE_PORTS=($((BASE_PORT + 1)) $((BASE_PORT + 2)))
@@ -31,21 +34,27 @@ bench_targets() {
     [nginx]="$HOST:$((BASE_PORT + 12))"
     [caddy]="$HOST:$((BASE_PORT + 13))"
     [refproxy]="$HOST:$((BASE_PORT + 14))"
+    [nginx-log]="$HOST:$((BASE_PORT + 15))"
   )
+  PROXY2_CMD=${PROXY2_CMD:-} PROXY2_ADDR=${PROXY2_ADDR:-} PROXY2_NAME=${PROXY2_NAME:-extra2}
   if [ -n "$PROXY_CMD" ] || [ -n "$PROXY_ADDR" ]; then
     [ -n "$PROXY_CMD" ] || die "PROXY_ADDR given without PROXY_CMD"
     PROXY_ADDR=${PROXY_ADDR:-$HOST:$((BASE_PORT + 19))}
-    [[ $PROXY_NAME =~ ^[A-Za-z0-9._-]+$ ]] || die "PROXY_NAME must be [A-Za-z0-9._-]+"
-    [ -z "${ADDR[$PROXY_NAME]+x}" ] || die "PROXY_NAME '$PROXY_NAME' clashes with a built-in target"
-    ADDR[$PROXY_NAME]=$PROXY_ADDR
-    TARGETS="$TARGETS $PROXY_NAME"
+    # shellcheck disable=SC2153 # PROXY_NAME is the caller's, like PROXY_CMD
+    add_extra_target PROXY_NAME "$PROXY_NAME" "$PROXY_ADDR"
+  fi
+  if [ -n "$PROXY2_CMD" ] || [ -n "$PROXY2_ADDR" ]; then
+    [ -n "$PROXY2_CMD" ] || die "PROXY2_ADDR given without PROXY2_CMD"
+    [ -n "$PROXY_CMD" ] || die "PROXY2_CMD given without PROXY_CMD"
+    PROXY2_ADDR=${PROXY2_ADDR:-$HOST:$((BASE_PORT + 18))}
+    add_extra_target PROXY2_NAME "$PROXY2_NAME" "$PROXY2_ADDR"
   fi
   read -r -a TLIST <<<"$TARGETS"
   local t a
   for t in "${TLIST[@]}"; do
     [ -n "${ADDR[$t]+x}" ] || die "unknown target '$t'"
-    if [ "$TLS" = 1 ] && [ "$t" != nginx ] && [ "$t" != "$PROXY_NAME" ]; then
-      die "TLS=1 supports nginx and the extra target only (not $t)"
+    if [ "$TLS" = 1 ] && [ "$t" != nginx ] && [ "$t" != nginx-log ] && ! is_extra "$t"; then
+      die "TLS=1 supports nginx, nginx-log and the extra targets only (not $t)"
     fi
     a=${ADDR[$t]}
     [[ $a =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+:[0-9]+$ ]] || die "target $t address '$a' is not 127.x.x.x:port - loopback only"
@@ -57,6 +66,17 @@ bench_targets() {
     SCHEME=https
     CURL_TLS=(-k)
   fi
+}
+
+add_extra_target() { # add_extra_target VAR NAME ADDR : an extra target, appended to TARGETS
+  [[ $2 =~ ^[A-Za-z0-9._-]+$ ]] || die "$1 must be [A-Za-z0-9._-]+"
+  [ -z "${ADDR[$2]+x}" ] || die "$1 '$2' clashes with a built-in or the other extra target"
+  ADDR[$2]=$3
+  TARGETS="$TARGETS $2"
+}
+
+is_extra() { # is_extra TARGET : one of PROXY_CMD's and PROXY2_CMD's targets
+  { [ -n "$PROXY_CMD" ] && [ "$1" = "$PROXY_NAME" ]; } || { [ -n "$PROXY2_CMD" ] && [ "$1" = "$PROXY2_NAME" ]; }
 }
 
 # bench_pin sets NCPU, and with PIN=1 the taskset prefixes: the client (wrk, vegeta) on the
@@ -188,12 +208,14 @@ backend be
 EOF
 }
 
-write_nginx() {
-  local d=$RUN/nginx user="" listen="listen ${ADDR[nginx]};"
+write_nginx() { # write_nginx NAME : nginx, or nginx-log with an access log, in $RUN/NAME
+  local name=${1:-nginx}
+  local d=$RUN/$name user="" listen="listen ${ADDR[$name]};" access_log="access_log off;"
+  [ "$name" = nginx-log ] && access_log="access_log $d/access.log combined buffer=64k;"
   mkdir -p "$d/tmp"
   [ "$(id -u)" = 0 ] && user="user root;"
   if [ "$TLS" = 1 ]; then
-    listen="listen ${ADDR[nginx]} ssl;
+    listen="listen ${ADDR[$name]} ssl;
         ssl_certificate $TLS_CERT;
         ssl_certificate_key $TLS_KEY;
         ssl_protocols TLSv1.2 TLSv1.3;
@@ -208,7 +230,7 @@ pid $d/nginx.pid;
 error_log $d/error.log warn;
 events { worker_connections 8192; }
 http {
-    access_log off;
+    $access_log
     keepalive_timeout 60s;
     keepalive_requests 1000000;
     client_body_temp_path $d/tmp/body;
@@ -255,7 +277,7 @@ EOF
 # bench_start checks that the ports are free, starts both backends, makes the TLS certificate
 # (TLS=1), starts every proxy in TLIST, and sets ACTIVE to the targets that pass the sanity check.
 bench_start() {
-  local p t cmd
+  local p t cmd addr
   for p in "${BE_PORTS[@]}"; do port_busy "$p" && die "port $p already in use"; done
   for t in "${TLIST[@]}"; do
     [ "$t" = direct ] && continue
@@ -284,23 +306,25 @@ bench_start() {
         write_haproxy
         haproxy -c -q -f "$RUN/haproxy/haproxy.cfg" >"$RUN/haproxy.check" 2>&1 || { cat "$RUN/haproxy.check" >&2; die "haproxy config invalid"; }
         start_proc haproxy haproxy -db -f "$RUN/haproxy/haproxy.cfg" ;;
-      nginx)
-        write_nginx
-        start_proc nginx nginx -p "$RUN/nginx" -e "$RUN/nginx/error.log" -c "$RUN/nginx/nginx.conf" ;;
+      nginx|nginx-log)
+        write_nginx "$t"
+        start_proc "$t" nginx -p "$RUN/$t" -e "$RUN/$t/error.log" -c "$RUN/$t/nginx.conf" ;;
       caddy)
         write_caddy
         start_proc caddy env XDG_CONFIG_HOME="$RUN/caddy/config" XDG_DATA_HOME="$RUN/caddy/data" HOME="$RUN/caddy" \
           caddy run --config "$RUN/caddy/Caddyfile" --adapter caddyfile ;;
       refproxy)
         start_proc refproxy "$RUN/bin/refproxy" -addr "${ADDR[refproxy]}" -backends "$BACKENDS" ;;
-      *) # the extra target
-        cmd=$PROXY_CMD
-        cmd=${cmd//\{ADDR\}/$PROXY_ADDR}
-        cmd=${cmd//\{HOST\}/${PROXY_ADDR%:*}}
-        cmd=${cmd//\{PORT\}/${PROXY_ADDR##*:}}
+      *) # an extra target
+        cmd=$PROXY_CMD addr=$PROXY_ADDR
+        if [ -n "$PROXY2_CMD" ] && [ "$t" = "$PROXY2_NAME" ]; then cmd=$PROXY2_CMD addr=$PROXY2_ADDR; fi
+        cmd=${cmd//\{ADDR\}/$addr}
+        cmd=${cmd//\{HOST\}/${addr%:*}}
+        cmd=${cmd//\{PORT\}/${addr##*:}}
         cmd=${cmd//\{BACKENDS\}/$BACKENDS}
         echo "$cmd" >"$RUN/$t.cmd"
-        start_proc "$t" env BENCH_LISTEN="$PROXY_ADDR" BENCH_BACKENDS="$BACKENDS" BENCH_TLS_CERT="$TLS_CERT" BENCH_TLS_KEY="$TLS_KEY" bash -c "cd \"\$1\" && $cmd" bash "$ORIG_PWD" ;;
+        mkdir -p "$RUN/$t"
+        start_proc "$t" env BENCH_LISTEN="$addr" BENCH_BACKENDS="$BACKENDS" BENCH_TLS_CERT="$TLS_CERT" BENCH_TLS_KEY="$TLS_KEY" BENCH_TMP="$RUN/$t" bash -c "cd \"\$1\" && $cmd" bash "$ORIG_PWD" ;;
     esac
   done
 

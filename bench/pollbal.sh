@@ -5,6 +5,11 @@
 # POLLBAL_BIN picks the binary (default: build ./cmd/pollbal of this checkout into a temp dir first).
 # POLLBAL_CAPACITY (default 4096) is each backend's capacity; POLLBAL_EXTRA is appended to the proxy: block.
 # With BENCH_TLS_CERT and BENCH_TLS_KEY set (run.sh TLS=1), pollbal serves TLS only on BENCH_LISTEN.
+# POLLBAL_ACCESS_LOG turns the access log on: "-" (standard output), an absolute path, or a file
+# name put in BENCH_TMP (the target's directory in the run, removed with it) or else next to the
+# config; POLLBAL_ACCESS_LOG_FORMAT is json (default) or combined. E.g. the log off and on:
+#   PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal \
+#   PROXY2_CMD='POLLBAL_ACCESS_LOG=access.log bench/pollbal.sh' PROXY2_NAME=pollbal-log bench/run.sh
 set -euo pipefail
 listen=${BENCH_LISTEN:?run me from bench/run.sh (BENCH_LISTEN unset)}
 backends=${BENCH_BACKENDS:?BENCH_BACKENDS unset}
@@ -41,6 +46,13 @@ admin="127.0.0.1:$((port + 1000))"
   echo "proxy:"
   echo "  retries: 1"
   [[ -n ${POLLBAL_EXTRA:-} ]] && printf '%s\n' "$POLLBAL_EXTRA"
+  if [[ -n ${POLLBAL_ACCESS_LOG:-} ]]; then
+    log=$POLLBAL_ACCESS_LOG
+    [[ $log == - || $log == /* ]] || log=${BENCH_TMP:-$dir}/$log
+    echo "access_log:"
+    echo "  path: \"$log\""
+    echo "  format: ${POLLBAL_ACCESS_LOG_FORMAT:-json}"
+  fi
   echo "backends:"
   i=0
   IFS=, read -ra list <<<"$backends"

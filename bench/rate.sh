@@ -14,8 +14,8 @@
 #         bench/rate.sh --report TSV      the tables again, from the raw per-run numbers
 #         bench/rate.sh --stats CSV RATE  one run's numbers, from vegeta results as CSV
 #
-# Extra target: PROXY_CMD, PROXY_ADDR, PROXY_NAME, exactly as bench/run.sh
-# (see run.sh --help), e.g. PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal.
+# Extra targets: PROXY_CMD, PROXY_ADDR, PROXY_NAME (and PROXY2_*), exactly as
+# bench/run.sh (see run.sh --help), e.g. PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal.
 #
 # Knobs (env, defaults in brackets):
 #   RATES ["1000 3000"]  requests per second, each > 0; "max" stands for the
@@ -48,7 +48,7 @@ REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
 ORIG_PWD=$PWD
 # The command as invoked, with the knobs that were set, for the results file.
 INVOCATION="$0${*:+ $*}"
-for v in RATES DURATION ROUNDS CONNS WARMUP GAP CAL_SECONDS CAL_TRIES SUSTAIN_P99_MS BASE_PORT TARGETS URL_PATH MAX_WORKERS PERF VEGETA_BIN PIN MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD POLLBAL_CAPACITY POLLBAL_EXTRA; do
+for v in RATES DURATION ROUNDS CONNS WARMUP GAP CAL_SECONDS CAL_TRIES SUSTAIN_P99_MS BASE_PORT TARGETS URL_PATH MAX_WORKERS PERF VEGETA_BIN PIN MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD PROXY2_NAME PROXY2_ADDR PROXY2_CMD POLLBAL_CAPACITY POLLBAL_EXTRA POLLBAL_ACCESS_LOG POLLBAL_ACCESS_LOG_FORMAT; do
   [ -n "${!v+x}" ] && INVOCATION="$v=${!v@Q} $INVOCATION"
 done
 export PATH=/usr/local/go/bin:$PATH
@@ -471,6 +471,7 @@ fi
   echo "- versions: haproxy $(vers haproxy), nginx $(vers nginx), caddy $(vers caddy), vegeta $VEGETA_V, $(go version | awk '{print $3}'), fasthttp $(fasthttp_version)"
   echo "- backends: 2 x bench/backend (fasthttp, 1 KiB body) on $BACKENDS; direct = vegeta straight to b1"
   [ -n "$PROXY_CMD" ] && echo "- extra target '$PROXY_NAME' on $PROXY_ADDR: \`$PROXY_CMD\`"
+  [ -n "$PROXY2_CMD" ] && echo "- extra target '$PROXY2_NAME' on $PROXY2_ADDR: \`$PROXY2_CMD\`"
   echo "$SRC_LINE"
   echo "- achieved req/s = (requests - 1) / (last send - first send); max lag = how far a send trailed its slot in the schedule at worst; latency from the send to the end of the response (nearest rank, errors included); conns = vegeta's open sockets (its connections to the target) at 90 % of the run"
   echo "- cores columns are CPU-seconds / wall seconds; vegeta, the proxy and the backends share the same $NCPU cores"

@@ -20,12 +20,20 @@
 #   PROXY_ADDR  where it listens (default 127.0.0.1:$((BASE_PORT+19))); loopback only
 #   PROXY_NAME  label in the table (default "extra")
 #   e.g. PROXY_CMD='/path/pollbal -listen {ADDR} -backends {BACKENDS}' bench/run.sh
+# A second extra target, to measure two settings side by side: PROXY2_CMD,
+#   PROXY2_ADDR (default 127.0.0.1:$((BASE_PORT+18))), PROXY2_NAME (default
+#   "extra2"), the same way; each extra target also gets BENCH_TMP, a directory
+#   of its own in the run's temp dir. `make bench-accesslog` runs pollbal with
+#   the access log off and on (bench/pollbal.sh POLLBAL_ACCESS_LOG) next to
+#   nginx and nginx-log.
 #
 # Knobs (env, defaults in brackets):
 #   DURATION [8] seconds per measured run   CONNS [50]   THREADS [1]
 #   ROUNDS [2]    WARMUP [1] seconds per target before round 1 (0 = none)
 #   GAP [1] seconds idle between runs       BASE_PORT [18080]
-#   TARGETS ["direct haproxy nginx caddy refproxy"]  (extra is appended)
+#   TARGETS ["direct haproxy nginx caddy refproxy"]  (extras are appended;
+#                 nginx-log, nginx with access_log combined buffer=64k to a
+#                 file, can be named too)
 #   URL_PATH [/]  path requested (/ = 1 KiB body, /pool = 14 bytes)
 #   PIN [0]       1 = wrk on the last CPU, every server on the others (taskset)
 #   OUT_DIR [bench/results]  where results-<date>_<time>.md goes
@@ -34,8 +42,9 @@
 #   READY_TIMEOUT [15] seconds a server gets to answer after start
 #   TLS [0]       1 = the proxies terminate TLS (a self-signed ECDSA P-256
 #                 certificate made with openssl) and wrk asks for https://;
-#                 TARGETS then defaults to "nginx" (the only peer set up for
-#                 TLS) and the extra target gets BENCH_TLS_CERT/BENCH_TLS_KEY
+#                 TARGETS then defaults to "nginx" (nginx and nginx-log are
+#                 the peers set up for TLS) and the extra targets get
+#                 BENCH_TLS_CERT/BENCH_TLS_KEY
 #
 # Every process it starts is ended by PID (and its descendants by PID) on
 # exit, Ctrl-C or error. Everything listens on 127.0.0.1 only.
@@ -46,7 +55,7 @@ REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
 ORIG_PWD=$PWD
 # The command as invoked, with the knobs that were set, for the results file.
 INVOCATION="$0${*:+ $*}"
-for v in DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH PIN TLS MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD POLLBAL_CAPACITY POLLBAL_EXTRA; do
+for v in DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH PIN TLS MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD PROXY2_NAME PROXY2_ADDR PROXY2_CMD POLLBAL_CAPACITY POLLBAL_EXTRA POLLBAL_ACCESS_LOG POLLBAL_ACCESS_LOG_FORMAT; do
   [ -n "${!v+x}" ] && INVOCATION="$v=${!v@Q} $INVOCATION"
 done
 export PATH=/usr/local/go/bin:$PATH
@@ -79,7 +88,7 @@ while [ $# -gt 0 ]; do
     --proxy-cmd) PROXY_CMD=$2; shift 2 ;;
     --proxy-addr) PROXY_ADDR=$2; shift 2 ;;
     --proxy-name) PROXY_NAME=$2; shift 2 ;;
-    -h|--help) sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,50p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -210,6 +219,8 @@ TABLE=$(awk -F'\t' -v hz="$HZ" -v ncpu="$NCPU" '
   echo "- versions: haproxy $(vers haproxy), nginx $(vers nginx), caddy $(vers caddy), wrk $(vers wrk), $(go version | awk '{print $3}'), fasthttp $FASTHTTP_V"
   echo "- backends: 2 x bench/backend (fasthttp, 1 KiB body) on $BACKENDS; direct = wrk straight to b1"
   [ -n "$PROXY_CMD" ] && echo "- extra target '$PROXY_NAME' on $PROXY_ADDR: \`$PROXY_CMD\`"
+  [ -n "$PROXY2_CMD" ] && echo "- extra target '$PROXY2_NAME' on $PROXY2_ADDR: \`$PROXY2_CMD\`"
+  [[ " ${TLIST[*]} " == *" nginx-log "* ]] && echo "- nginx-log: nginx with \`access_log <file> combined buffer=64k;\`"
   echo "- CPU columns are cores used during the run (CPU-seconds / wall seconds); wrk, proxy and backends share the same $NCPU cores, so every number includes contention"
   echo
   echo "$TABLE"

@@ -59,7 +59,7 @@ func TestRunHelpDocumentsTheHook(t *testing.T) {
 		t.Fatalf("run.sh --help: %v\n%s", err, out)
 	}
 	help := string(out)
-	for _, want := range []string{"PROXY_CMD", "READY_TIMEOUT", "127.0.0.1 only"} {
+	for _, want := range []string{"PROXY_CMD", "PROXY2_CMD", "nginx-log", "READY_TIMEOUT", "127.0.0.1 only"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("run.sh --help does not mention %q:\n%s", want, help)
 		}
@@ -110,18 +110,24 @@ func TestPollbalConfigPassesCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name  string
-		extra string
-		tls   bool
+		name      string
+		extra     string
+		tls       bool
+		accessLog string // POLLBAL_ACCESS_LOG
+		format    string // POLLBAL_ACCESS_LOG_FORMAT
 	}{
 		{name: "defaults"},
 		{name: "with POLLBAL_EXTRA", extra: "  slow_start: 0s"},
 		{name: "TLS (run.sh TLS=1)", tls: true},
+		{name: "access log in BENCH_TMP", accessLog: "access.log"},
+		{name: "combined access log on standard output", accessLog: "-", format: "combined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			benchTmp := t.TempDir()
 			cmd := exec.Command("./pollbal.sh")
 			cmd.Env = append(os.Environ(), "BENCH_LISTEN=127.0.0.1:18099", "BENCH_BACKENDS=127.0.0.1:18081,127.0.0.1:18082",
-				"POLLBAL_BIN="+stub, "POLLBAL_EXTRA="+tc.extra, "TMPDIR="+t.TempDir())
+				"POLLBAL_BIN="+stub, "POLLBAL_EXTRA="+tc.extra, "TMPDIR="+t.TempDir(), "BENCH_TMP="+benchTmp,
+				"POLLBAL_ACCESS_LOG="+tc.accessLog, "POLLBAL_ACCESS_LOG_FORMAT="+tc.format)
 			if tc.tls {
 				pair := certstest.Write(t, t.TempDir(), "bench", certstest.Options{}, "bench.test")
 				cmd.Env = append(cmd.Env, "BENCH_TLS_CERT="+pair.CertFile, "BENCH_TLS_KEY="+pair.KeyFile)
@@ -130,8 +136,92 @@ func TestPollbalConfigPassesCheck(t *testing.T) {
 			if err != nil || strings.TrimSpace(string(out)) != "ok" {
 				t.Fatalf("pollbal.sh's configuration does not pass pollbal check: %v\n%s", err, out)
 			}
+			// check opens the access log's file as run does: it is where the knob said.
+			_, err = os.Stat(filepath.Join(benchTmp, "access.log"))
+			if tc.accessLog == "access.log" && err != nil {
+				t.Errorf("POLLBAL_ACCESS_LOG=access.log: no access.log in BENCH_TMP: %v", err)
+			}
+			if tc.accessLog != "access.log" && err == nil {
+				t.Errorf("POLLBAL_ACCESS_LOG=%q made an access.log in BENCH_TMP", tc.accessLog)
+			}
 		})
 	}
+}
+
+// sourceLib runs script in bash after sourcing lib.sh with env (the caller's settings) and
+// returns its output and error.
+func sourceLib(t *testing.T, env []string, script string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", "set -euo pipefail; . ./lib.sh; "+script)
+	cmd.Env = append(append(os.Environ(), "BENCH_SCRIPT=lib", "TLS=0", "BASE_PORT=18080", "PROXY_ADDR=",
+		"PROXY_NAME=extra", "PROXY_CMD=", "PROXY2_CMD=", "PROXY2_ADDR=", "PROXY2_NAME=", "RUN="+t.TempDir()), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestTwoExtraTargets: PROXY2_CMD adds a second extra target after the first, on its own port;
+// a name that clashes, or a second target without a first, is refused.
+func TestTwoExtraTargets(t *testing.T) {
+	out, err := sourceLib(t, []string{"TARGETS=nginx nginx-log", "PROXY_CMD=bench/pollbal.sh", "PROXY_NAME=pollbal",
+		"PROXY2_CMD=POLLBAL_ACCESS_LOG=access.log bench/pollbal.sh", "PROXY2_NAME=pollbal-log"},
+		`bench_targets; echo "${TLIST[*]}|${ADDR[pollbal]}|${ADDR[pollbal-log]}|${ADDR[nginx-log]}"; is_extra pollbal-log && is_extra pollbal && ! is_extra nginx-log && echo extras`)
+	if want := "nginx nginx-log pollbal pollbal-log|127.0.0.1:18099|127.0.0.1:18098|127.0.0.1:18095\nextras\n"; err != nil || out != want {
+		t.Errorf("two extra targets: %v\n%q, want\n%q", err, out, want)
+	}
+	out, err = sourceLib(t, []string{"TARGETS=nginx", "PROXY_CMD=a"}, `bench_targets; echo "${TLIST[*]}"`)
+	if err != nil || out != "nginx extra\n" {
+		t.Errorf("one extra target: %v\n%q", err, out)
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"the same name twice", []string{"TARGETS=nginx", "PROXY_CMD=a", "PROXY_NAME=p", "PROXY2_CMD=b", "PROXY2_NAME=p"}, "PROXY2_NAME 'p' clashes"},
+		{"a built-in's name", []string{"TARGETS=nginx", "PROXY_CMD=a", "PROXY2_CMD=b", "PROXY2_NAME=nginx-log"}, "PROXY2_NAME 'nginx-log' clashes"},
+		{"a second without a first", []string{"TARGETS=nginx", "PROXY2_CMD=b"}, "PROXY2_CMD given without PROXY_CMD"},
+		{"an address off loopback", []string{"TARGETS=nginx", "PROXY_CMD=a", "PROXY2_CMD=b", "PROXY2_ADDR=10.0.0.1:80"}, "loopback only"},
+	} {
+		out, err := sourceLib(t, tc.env, "bench_targets")
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: %v\n%s\nwant a refusal with %q", tc.name, err, out, tc.want)
+		}
+	}
+}
+
+// TestNginxLogTarget: nginx-log is nginx with an access log in the combined format, buffered
+// 64 KiB, to a file of its own; nginx keeps its log off. nginx -t accepts both, when installed.
+func TestNginxLogTarget(t *testing.T) {
+	out, err := sourceLib(t, []string{"TARGETS=nginx nginx-log"},
+		`bench_targets; write_nginx nginx; write_nginx nginx-log; grep -h 'access_log\|listen' "$RUN/nginx/nginx.conf" "$RUN/nginx-log/nginx.conf"; echo "$RUN"`)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	run := lines[len(lines)-1]
+	want := []string{"access_log off;", "listen 127.0.0.1:18092;",
+		"access_log " + run + "/nginx-log/access.log combined buffer=64k;", "listen 127.0.0.1:18095;"}
+	if got := lines[:len(lines)-1]; strings.Join(trimAll(got), "|") != strings.Join(want, "|") {
+		t.Errorf("nginx configurations have\n%q\nwant\n%q", got, want)
+	}
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("nginx not installed: the configuration's syntax is not checked")
+	}
+	for _, name := range []string{"nginx", "nginx-log"} {
+		d := filepath.Join(run, name)
+		if out, err := exec.Command(nginx, "-t", "-q", "-p", d, "-e", filepath.Join(d, "error.log"), "-c", filepath.Join(d, "nginx.conf")).CombinedOutput(); err != nil {
+			t.Errorf("nginx -t on %s's configuration: %v\n%s", name, err, out)
+		}
+	}
+}
+
+func trimAll(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.TrimSpace(l)
+	}
+	return out
 }
 
 // TestRateHelpDocumentsTheKnobs checks that rate.sh --help prints the whole header comment (the

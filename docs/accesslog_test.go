@@ -57,7 +57,7 @@ func accessLogExamples() (served, queued *accesslog.Record) {
 		URI:        []byte("/v1/orders"),
 		Proto:      []byte("HTTP/1.1"),
 		Status:     503,
-		BytesOut:   0,
+		BytesOut:   int64(len("no backend slot freed in time: app api, service api, pool pool-acme\n")),
 		Duration:   2_000_420 * time.Microsecond,
 		Queue:      2 * time.Second,
 		App:        "api",

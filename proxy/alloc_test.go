@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"net"
+	"net/netip"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -18,9 +21,16 @@ func TestHandlerAllocs(t *testing.T) {
 	if testproc.Race {
 		t.Skip("allocation counts are not meaningful under -race (sync.Pool drops items at random)")
 	}
-	e := benchEnv(t)
+	t.Run("log off", func(t *testing.T) { testHandlerAllocs(t, benchEnv(t)) })
+	// The access log on, to a file, with headers of its own: the entry, the record, the line
+	// and its hand-off to the writer allocate nothing either.
+	t.Run("log on", func(t *testing.T) { testHandlerAllocs(t, benchEnvLogging(t, filepath.Join(t.TempDir(), "access.log"))) })
+}
+
+func testHandlerAllocs(t *testing.T, e *env) {
 	exhausted := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}, {Name: "empty", Hosts: []string{"empty.test"}, Pool: "pool-empty"}},
 		[]configs.Backend{{ID: "b1", Address: e.bal.Snapshot().Config().Backends[0].Address, Capacity: 4096}})
+	exhausted.Proxy.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
 	e.bal.Update(exhausted)
 	tests := []struct {
 		name     string
@@ -28,6 +38,7 @@ func TestHandlerAllocs(t *testing.T) {
 		method   string
 		headers  []string
 		body     string
+		peer     net.IP // the client's address; nil: 127.0.0.1
 		wantCode int
 	}{
 		{name: "plain GET", host: "www.shop.test", method: "GET", wantCode: 200},
@@ -46,10 +57,19 @@ func TestHandlerAllocs(t *testing.T) {
 		{name: "TRACE", host: "shop.test", method: "TRACE", wantCode: 405},
 		{name: "no app", host: "other.test", method: "GET", wantCode: 404},
 		{name: "pool exhausted", host: "empty.test", method: "GET", wantCode: 503},
+		{name: "from a trusted proxy, with X-Forwarded-For, X-Request-Id and traceparent", host: "shop.test", method: "GET",
+			peer: net.IPv4(127, 0, 0, 2), wantCode: 200,
+			headers: []string{"X-Forwarded-For", "203.0.113.7, 127.0.0.2", "X-Request-Id", "client-id-1",
+				"Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "Referer", "https://shop.test/"}},
+		{name: "an invalid X-Request-Id replaced", host: "shop.test", method: "GET", wantCode: 200,
+			headers: []string{"X-Request-Id", "has a space"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHandlerCall()
+			if tt.peer != nil {
+				h.ctx.Init(&h.tmpl, &net.TCPAddr{IP: tt.peer, Port: 50000}, nil)
+			}
 			h.tmpl.Header.SetHost(tt.host)
 			h.tmpl.Header.SetMethod(tt.method)
 			for i := 0; i+1 < len(tt.headers); i += 2 {
@@ -145,7 +165,7 @@ func TestRelayResponseAllocs(t *testing.T) {
 	tmpl.Set("Cache-Control", "no-store")
 	run := func() {
 		tmpl.CopyTo(&h)
-		relayResponse(&h, "b1", "primary")
+		relayResponse(&h, "b1", "primary", []byte("0123456789abcdef0123456789abcdef"))
 	}
 	run()
 	if h.Peek("X-Pollbal-Reason") != nil || string(h.Peek("X-Pollbal-Backend")) != "b1" || h.Peek("x-pollbal-backend") != nil {

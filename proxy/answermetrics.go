@@ -9,17 +9,18 @@ import (
 	"pollbal/internal/metric"
 )
 
-// ownReasons are the X-Pollbal-Reason values of every answer the proxy makes itself; each has
-// its pollbal_responses_total series from the start (a test checks that every reason constant
-// of the package is here).
-func ownReasons() []string {
-	return []string{
-		reasonNoApp, reasonPoolExhausted, reasonQueueFull, reasonQueueTimeout,
-		reasonBodyTooLarge, reasonBackendUnreachable, reasonBackendTimeout, reasonBadResponse,
-		reasonBadRequest, reasonHeadersTooLarge, reasonRequestTimeout, reasonMethodNotAllowed,
-		reasonUpgradeUnsupported, reasonInternalError,
-	}
+// ownReasonList holds the X-Pollbal-Reason values of every answer the proxy makes itself; each
+// has its pollbal_responses_total series from the start (a test checks that every reason
+// constant of the package is here). It is a read-only table.
+var ownReasonList = [...]string{
+	reasonNoApp, reasonPoolExhausted, reasonQueueFull, reasonQueueTimeout,
+	reasonBodyTooLarge, reasonBackendUnreachable, reasonBackendTimeout, reasonBadResponse,
+	reasonBadRequest, reasonHeadersTooLarge, reasonRequestTimeout, reasonMethodNotAllowed,
+	reasonUpgradeUnsupported, reasonInternalError,
 }
+
+// ownReasons returns ownReasonList as a slice of its own.
+func ownReasons() []string { return append([]string(nil), ownReasonList[:]...) }
 
 // Stages of pollbal_client_gone_total.
 const (

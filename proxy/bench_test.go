@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
 
+	"pollbal/accesslog"
 	"pollbal/configs"
 )
 
@@ -14,14 +16,28 @@ var body1K = []byte(strings.Repeat("0123456789abcdef", 64))
 
 // benchEnv is a proxy on an in-memory listener in front of one real fasthttp backend on
 // 127.0.0.1 that answers 1 KiB, with room for any number of concurrent requests.
-func benchEnv(tb testing.TB) *env {
+func benchEnv(tb testing.TB) *env { return benchEnvLogging(tb, "") }
+
+// benchEnvLogging is benchEnv with its access log in JSON at path ("": off), logging
+// Referer and User-Agent as fields of their own too.
+func benchEnvLogging(tb testing.TB, path string) *env {
 	be := startBackend(tb, func(ctx *fasthttp.RequestCtx) {
 		ctx.SetContentType("text/plain")
 		ctx.SetBody(body1K)
 	})
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}},
 		[]configs.Backend{{ID: "b1", Address: be.addr, Capacity: 4096}})
-	return newEnv(tb, cfg, "b1")
+	var alog *accesslog.Logger
+	if path != "" {
+		var err error
+		alog, err = accesslog.New(accesslog.Options{Config: configs.AccessLog{Path: path, Format: configs.FormatJSON,
+			Sample: 1, Buffer: 256 << 10, Headers: []string{"Referer", "User-Agent"}}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = alog.Close() })
+	}
+	return newEnvLogging(tb, cfg, alog, "b1")
 }
 
 // handlerCall runs the handler on a request context built once, the way fasthttp's server
@@ -63,6 +79,16 @@ func BenchmarkProxy(b *testing.B) {
 			h.run(b, e.p)
 		}
 	})
+	// The same with the access log on: JSON lines to a file, two headers as fields.
+	b.Run("handler-log", func(b *testing.B) {
+		el := benchEnvLogging(b, filepath.Join(b.TempDir(), "access.log"))
+		h := newHandlerCall()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			h.run(b, el.p)
+		}
+	})
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -80,6 +106,35 @@ func BenchmarkProxy(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkOwnAnswer measures a request pollbal answers itself (404 no_app: no backend, no
+// network), with the access log off and on: what the request ID and the access log cost a
+// request, without a round trip's noise around it.
+func BenchmarkOwnAnswer(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		log  bool
+	}{{name: "log-off"}, {name: "log-on", log: true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			path := ""
+			if bc.log {
+				path = filepath.Join(b.TempDir(), "access.log")
+			}
+			e := benchEnvLogging(b, path)
+			h := newHandlerCall()
+			h.tmpl.Header.SetHost("other.test")
+			b.ReportAllocs()
+			for b.Loop() {
+				h.tmpl.CopyTo(&h.ctx.Request)
+				h.ctx.Response.Reset()
+				e.p.Handler(&h.ctx)
+			}
+			if code := h.ctx.Response.StatusCode(); code != 404 {
+				b.Fatalf("answer %d, want 404", code)
+			}
+		})
+	}
 }
 
 // BenchmarkPrepareRequest measures the header rewriting alone (hop-by-hop scan and
@@ -132,6 +187,6 @@ func BenchmarkRelayResponse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		tmpl.CopyTo(&h)
-		relayResponse(&h, "b1", "primary")
+		relayResponse(&h, "b1", "primary", []byte("0123456789abcdef0123456789abcdef"))
 	}
 }

@@ -70,6 +70,11 @@ type clientConn struct {
 	secure    *tls.Conn
 	handshook atomic.Bool
 	rawRead   bool
+	// tlsVersion and sni are the TLS version and server name the handshake agreed on, for the
+	// access log; written by the serving goroutine before handshook turns true, read-only after.
+	tlsVersion uint16
+	sni        string
+	timedOut   atomic.Bool // closed by the scanner for proxy.client_timeout
 
 	// Owned by the scanner, under l.mu.
 	rec record
@@ -151,6 +156,11 @@ func (c *clientConn) Close() error {
 	}
 	return err
 }
+
+// clientTimedOut reports whether the scanner closed c for proxy.client_timeout: a request
+// whose client it cut off ended with client_timeout, not client_gone. It is false for nil (a
+// connection pollbal's listeners did not accept).
+func clientTimedOut(c *clientConn) bool { return c != nil && c.timedOut.Load() }
 
 // NetConn returns the accepted connection itself, for code that needs more than net.Conn.
 func (c *clientConn) NetConn() net.Conn { return c.Conn }

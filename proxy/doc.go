@@ -13,6 +13,12 @@
 // answer that comes before it has read the request is passed on, not taken for a failure, and
 // a backend connection is never reused after an answer without a body (roundtrip.go).
 //
+// Every request keeps its X-Request-Id, or gets one, which goes to the backend and back on the
+// answer (requestid.go), and fills one access-log entry at fixed points of its way — begun,
+// routed, each backend tried, its outcome, its end — which is logged when the request ends: by
+// the handler, or by the streamed body or upgraded connection that took the entry over
+// (logentry.go; endOf says how the request ended).
+//
 // Bodies are streamed with bounded memory both ways. A response body up to 64 KiB
 // is read whole and answered, freeing the backend connection and lease at once; a larger one,
 // or one of unknown length, is streamed to the client as it arrives through a pooled 64 KiB

@@ -246,9 +246,11 @@ func wantExhausted(t *testing.T, e *env, count float64, events int, after string
 	}
 }
 
-// sameAnswer reports whether a and b are the same answer: status, body and headers but Date.
+// sameAnswer reports whether a and b are the same answer: status, body and headers but Date
+// and X-Request-Id.
 func sameAnswer(a, b result) bool {
-	return a.code == b.code && a.body == b.body && sameHeaders(a.headers, b.headers, "date")
+	// Each answer has an ID of its own; that both have one is checked where IDs are.
+	return a.code == b.code && a.body == b.body && sameHeaders(a.headers, b.headers, "date", "x-request-id")
 }
 
 // sameHeaders reports whether a and b are equal but for the headers named in skip.

@@ -11,7 +11,9 @@ import (
 
 // Handler serves one client request: route by Host, lease a backend, forward, release (a
 // refused method, userinfo in the target or Host, or an ambiguous body framing is answered
-// before any of that). It reads one balancer snapshot for the whole request. It never keeps
+// before any of that). It reads one balancer snapshot for the whole request. Every request
+// gets an X-Request-Id and an access-log entry (logentry.go), which the handler finishes when
+// it answers, unless a streamed body or an upgraded connection takes it over. It never keeps
 // ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.now()
@@ -21,8 +23,10 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 		c.handling()
 	}
 	snap := p.bal.Snapshot()
+	e := p.beginEntry(ctx, snap.Config(), start)
 	app := snap.Route(ctx.Host())
-	own := true // the answer is pollbal's own, not a backend's
+	e.routed(app)
+	own, gone := true, false // the answer is pollbal's own, not a backend's; no answer at all
 	switch {
 	case refusedMethod(ctx.Request.Header.Method()):
 		answerMethodNotAllowed(ctx)
@@ -33,16 +37,20 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	case app == nil:
 		answerNoApp(ctx)
 	default:
-		switch p.forwardSafely(ctx, snap, app, start) {
+		switch p.forwardSafely(ctx, snap, app, e) {
 		case endStreamed:
-			// A streamed body: its end records the duration (stream.go).
+			// A streamed body: its end records the duration (stream.go), and finishes e.
 			if p.stopping.Load() {
 				ctx.SetConnectionClose()
 			}
 			snap.Requests(app).Count(ctx.Response.StatusCode())
 			return
+		case endUpgraded:
+			// The upgraded connection has e; the request ends with its 101.
+			snap.Requests(app).Done(ctx.Response.StatusCode(), p.clock.now()-start)
+			return
 		case endGone:
-			return // no request was answered: forward counted a client gone
+			gone = true // no request was answered: forward counted a client gone
 		case endRelayed:
 			own = false
 		}
@@ -51,10 +59,14 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 	}
 	code := ctx.Response.StatusCode()
-	snap.Requests(app).Done(code, p.clock.now()-start)
-	if own {
-		p.answers.count(code, &ctx.Response.Header)
+	took := p.clock.now() - start
+	if !gone {
+		snap.Requests(app).Done(code, took)
+		if own {
+			p.answers.count(code, &ctx.Response.Header)
+		}
 	}
+	p.finish(ctx, e, took, own, gone)
 }
 
 // forwardEnd is how a forward left its request.
@@ -64,28 +76,34 @@ const (
 	endAnswered forwardEnd = iota // ctx.Response holds pollbal's own answer
 	endRelayed                    // ctx.Response holds the backend's answer, read whole
 	endStreamed                   // the backend's answer, whose streamed body records the request's duration
+	endUpgraded                   // the backend switched protocols: an upgraded connection serves the rest
 	endGone                       // the client went away before an answer: no request to count
 )
 
 // forwardSafely is forward with a panic contained to its request: the lease was already
 // released by attempt's deferred Release while the panic unwound, the client gets a 500
-// internal_error, and the process keeps serving.
-func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) (end forwardEnd) {
+// internal_error, and the process keeps serving. A panic after an upgrade was handed over
+// leaves the connection, and its entry, to the upgrade.
+func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, e *logEntry) (end forwardEnd) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("panic while forwarding; answered 500", "app", app.Name, "panic", r)
 			answerInternalError(ctx)
 			end = endAnswered
+			if ctx.Hijacked() {
+				end = endUpgraded
+			}
 		}
 	}()
-	return p.forward(ctx, snap, app, start)
+	return p.forward(ctx, snap, app, e)
 }
 
 // forward sends the request to the app's best candidate and, when the backend could not be
 // reached, to the next ones (up to proxy.retries more), then leaves the backend's response or
-// pollbal's own answer in ctx.Response. start is when the handler began (on p.clock); the first
-// attempt begins then. A request body streamed to the backend is retried only when nothing was
-// sent.
+// pollbal's own answer in ctx.Response. e is the request's log entry: forward records its
+// outcome, and attempt what each attempt leased; the request began at e.start (on p.clock),
+// and so does its first attempt. A request body streamed to the backend is retried only when
+// nothing was sent.
 //
 // The whole forward is bounded in time: no further candidate is tried once
 // proxy.backend_timeout (plus proxy.queue_timeout, the longest first wait in the queue) has
@@ -95,14 +113,19 @@ func (p *Proxy) forwardSafely(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot,
 //
 // endStreamed reports a response whose body is streamed: the stream records the request's
 // duration when its last byte has been written (pollbal_request_duration_seconds), so the
-// caller only counts the request. endGone reports a client that went away while its request
+// caller only counts the request; the stream has e then, as an upgraded connection has after
+// endUpgraded, and forward no longer touches it once attempt returned after a hand-over to an
+// upgrade (startUpgrade), which may end at any time. endGone reports a client that went away while its request
 // was queued or with a backend: it is counted in pollbal_client_gone_total, not as a request.
-func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, start time.Duration) forwardEnd {
+func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, e *logEntry) forwardEnd {
+	start := e.start
 	pc := &snap.Config().Proxy
-	up, ok := p.planBody(ctx, pc)
-	if !ok {
+	up, o := p.planBody(ctx, pc)
+	if o != outcomeOK {
+		e.outcome = o
 		return endAnswered
 	}
+	e.upload = up
 	http10 := !ctx.Request.Header.IsHTTP11() // prepareRequest makes the request HTTP/1.1
 	upgrade, ok := prepareRequest(ctx, p.trust.get(snap.Config()))
 	if !ok {
@@ -136,12 +159,18 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 				break
 			}
 		}
-		o, b, lp := p.attempt(ctx, snap, app, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue, last == nil && full > 0)
+		o, b, lp := p.attempt(ctx, snap, app, e, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue, last == nil && full > 0)
+		if ctx.Hijacked() {
+			return endUpgraded // e is the upgraded connection's now
+		}
+		e.outcome = o
 		switch o {
 		case outcomeOK:
 			b, streamed := ctx.Response.BodyStream().(*responseBody)
 			if streamed {
 				b.metrics, b.began = snap.Requests(app), start
+				e.handOver(ctx)
+				b.entry = e // last: an HTTP/1.0 relay may end the stream from now on
 			}
 			if http10 && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0 {
 				p.relayUntilClose(ctx, pc.ClientTimeout)
@@ -161,6 +190,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 				snap.Exhausted(app)
 				answerExhausted(ctx, app)
 			} else {
+				e.outcome = failed
 				answerFailure(ctx, failed, app, last, pool)
 			}
 			return endAnswered
@@ -193,9 +223,11 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		}
 	}
 	if last == nil {
+		e.outcome = outcomeNoCandidate
 		answerExhausted(ctx, app)
 		return endAnswered
 	}
+	e.outcome = failed
 	answerFailure(ctx, failed, app, last, pool)
 	return endAnswered
 }
@@ -222,7 +254,10 @@ const _ uint = balancer.MaxTried - (configs.MaxRetries + maxFullRefusals)
 // refusedOnly says that every candidate tried so far refused the request as full: when none is
 // left, the request is handled as for an exhausted pool, pool_exhausted included (Acquire
 // raises it only on a first try), whether it then queues or is answered.
-func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool, queue *bool, refusedOnly bool) (outcome, *balancer.Backend, string) {
+//
+// It records in the request's log entry e the backend it leased, how long the request queued,
+// a refusal as full, and (roundTrip) when the answer's head came.
+func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, e *logEntry, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool, queue *bool, refusedOnly bool) (outcome, *balancer.Backend, string) {
 	lease, err := snap.Acquire(app, tried)
 	if err != nil {
 		if refusedOnly {
@@ -232,11 +267,17 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			return outcomeNoCandidate, nil, ""
 		}
 		*queue = false
+		queued := p.clock.now()
 		if lease, err = p.wait(ctx, snap, app); err != nil {
-			return queueOutcome(err), nil, ""
+			o := queueOutcome(err)
+			if o == outcomeQueueTimeout || o == outcomeLeftQueue { // it did wait
+				e.rec.Queue = p.clock.now() - queued
+			}
+			return o, nil, ""
 		}
+		began = p.clock.now() // the backend timeout runs from the lease, not from the queue
+		e.rec.Queue = began - queued
 		snap = p.bal.Snapshot() // the lease may come from a newer snapshot than the request's
-		began = p.clock.now()   // the backend timeout runs from the lease, not from the queue
 	}
 	held := true
 	defer func() {
@@ -245,6 +286,8 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		}
 	}()
 	tried.Add(lease.Backend)
+	e.tried(lease)
+	e.began = began
 
 	pool := p.upstreams.get(snap, lease.Backend)
 	if len(ctx.Request.Host()) == 0 {
@@ -252,10 +295,15 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		// which requires one.
 		ctx.Request.SetHost(lease.Backend.Address)
 	}
-	streamed, err := p.roundTrip(ctx, pool, lease, up, upgrade)
+	streamed, err := p.roundTrip(ctx, pool, lease, e, up, upgrade)
 	held = !streamed
 	if p.afterDo != nil {
 		p.afterDo() // tests only
+	}
+	if streamed && ctx.Hijacked() {
+		// Upgraded: the session has the lease, the 101 and e (startUpgrade).
+		lease.Answered(fasthttp.StatusSwitchingProtocols)
+		return outcomeOK, lease.Backend, lease.Pool
 	}
 	o := classify(err)
 	if up != nil && err != nil {
@@ -271,11 +319,12 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	}
 	if o == outcomeOK && !streamed && refusedAsFull(&ctx.Response) {
 		lease.Full()
+		e.rec.Refusals++
 		return outcomeFull, lease.Backend, lease.Pool
 	}
 	if o == outcomeOK {
 		lease.Answered(ctx.Response.StatusCode())
-		relayResponse(&ctx.Response.Header, lease.Backend.ID, lease.Pool)
+		relayResponse(&ctx.Response.Header, lease.Backend.ID, lease.Pool, e.rec.RequestID)
 		return o, lease.Backend, lease.Pool
 	}
 	if reason, ok := backendError(o, err); ok {
@@ -287,11 +336,13 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	return o, lease.Backend, lease.Pool
 }
 
-// relayResponse makes a backend's response header pollbal's answer: hop-by-hop headers go, and
-// the backend and pool that answered are named.
-func relayResponse(h *fasthttp.ResponseHeader, backend, pool string) {
+// relayResponse makes a backend's response header pollbal's answer: hop-by-hop headers go
+// (and an X-Request-Id of the backend's), the backend and pool that answered are named, and
+// the request's ID is set.
+func relayResponse(h *fasthttp.ResponseHeader, backend, pool string, requestID []byte) {
 	stripResponseHeaders(h)
 	// Set, without its copy and check of our own names, which are valid and canonical.
 	h.SetCanonical(viewBytes(headerBackend), viewBytes(backend))
 	h.SetCanonical(viewBytes(headerPool), viewBytes(pool))
+	setResponseID(h, requestID)
 }

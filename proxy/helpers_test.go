@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
+	"pollbal/accesslog"
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/testproc"
@@ -167,6 +168,12 @@ type env struct {
 
 func newEnv(t testing.TB, cfg *configs.Config, ready ...string) *env {
 	t.Helper()
+	return newEnvLogging(t, cfg, nil, ready...)
+}
+
+// newEnvLogging is newEnv with an access log (nil: none).
+func newEnvLogging(t testing.TB, cfg *configs.Config, alog *accesslog.Logger, ready ...string) *env {
+	t.Helper()
 	balReg := prometheus.NewRegistry()
 	bal, err := balancer.New(balancer.Options{Config: cfg, Registerer: balReg})
 	if err != nil {
@@ -175,7 +182,7 @@ func newEnv(t testing.TB, cfg *configs.Config, ready ...string) *env {
 	t.Cleanup(bal.Close)
 	markReady(bal, ready...)
 	reg := prometheus.NewRegistry()
-	p, err := New(Options{Balancer: bal, Registerer: reg})
+	p, err := New(Options{Balancer: bal, Registerer: reg, AccessLog: alog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,9 +195,10 @@ func (s *hopSet) seeNamed(key []byte, request bool) bool {
 }
 
 // stripResponseHeaders removes from a backend's response, before it goes to the client, the
-// hop-by-hop headers and any X-Pollbal-* header: those are pollbal's to set (the caller sets
-// X-Pollbal-Backend and X-Pollbal-Pool), and a backend's own would pass for pollbal's word
-// (a forged X-Pollbal-Reason, say). Most responses have none and cost one pass over the
+// hop-by-hop headers and any X-Pollbal-* or X-Request-Id header: those are pollbal's to set
+// (the caller sets X-Pollbal-Backend, X-Pollbal-Pool and the request's ID), and a backend's
+// own would pass for pollbal's word (a forged X-Pollbal-Reason, say, or an ID the log does
+// not know). Most responses have none and cost one pass over the
 // headers, which only classifies the names; the headers are collected and deleted
 // (stripHeaders) only when there is one. A backend's "Connection: close" is about the backend
 // connection, which the round trip has already handled; the client connection stays as the
@@ -212,15 +213,16 @@ func stripResponseHeaders(h *fasthttp.ResponseHeader) {
 	h.ResetConnectionClose()
 }
 
-// ownHeader reports whether a header name is in pollbal's own X-Pollbal- family, ignoring
-// ASCII case.
+// ownHeader reports whether a response header name is pollbal's to set: its own X-Pollbal-
+// family, and X-Request-Id; ignoring ASCII case.
 func ownHeader(key []byte) bool {
-	return len(key) >= len(headerOwnPrefix) && equalFold(key[:len(headerOwnPrefix)], headerOwnPrefix)
+	return len(key) >= len(headerOwnPrefix) && equalFold(key[:len(headerOwnPrefix)], headerOwnPrefix) ||
+		len(key) == len(headerRequestID) && equalFold(key, headerRequestID)
 }
 
-// stripHeaders deletes a response's hop-by-hop and X-Pollbal-* headers: those named so, and,
-// in a second pass that runs only when Connection names a header that is not one of the
-// standard hop-by-hop names, those it names.
+// stripHeaders deletes a response's hop-by-hop, X-Pollbal-* and X-Request-Id headers: those
+// named so, and, in a second pass that runs only when Connection names a header that is not
+// one of the standard hop-by-hop names, those it names.
 //
 // The loops range over h.All() directly (here and in prepareRequest), not through a shared
 // iter.Seq2 parameter: that lets the compiler keep the hopSet on the stack.

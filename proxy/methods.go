@@ -39,6 +39,7 @@ func answerMethodNotAllowed(ctx *fasthttp.RequestCtx) {
 // away; the server then closes the connection. The handler does not run for such a request,
 // so it is counted here.
 func (p *Proxy) expectContinue(ctx *fasthttp.RequestCtx) int {
+	start := p.clock.now()
 	snap := p.bal.Snapshot()
 	limit := snap.Config().Proxy.MaxRequestBody
 	switch {
@@ -49,8 +50,12 @@ func (p *Proxy) expectContinue(ctx *fasthttp.RequestCtx) int {
 	default:
 		return fasthttp.StatusContinue
 	}
+	e := p.beginEntry(ctx, snap.Config(), start)
 	code := ctx.Response.StatusCode()
-	snap.Requests(snap.Route(ctx.Host())).Count(code)
+	app := snap.Route(ctx.Host())
+	e.routed(app)
+	snap.Requests(app).Count(code)
 	p.answers.count(code, &ctx.Response.Header)
+	p.finish(ctx, e, p.clock.now()-start, true, false)
 	return code
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"pollbal/accesslog"
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/defaults"
@@ -25,6 +26,9 @@ type Options struct {
 	Balancer   *balancer.Balancer
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// AccessLog gets one line per request (logentry.go); nil: none. Whether it is on, the
+	// requests get their X-Request-Id.
+	AccessLog *accesslog.Logger
 }
 
 // Proxy is the client-traffic data plane. It is safe for concurrent use and must not be copied.
@@ -37,7 +41,9 @@ type Proxy struct {
 	bufs      copyBuffers // carry streamed bodies
 	clock     monoClock   // times requests
 	srv       *fasthttp.Server
-	afterDo   func() // tests only: runs after each backend round trip (e.g. to panic)
+	alog      *accesslog.Logger // nil: off
+	entries   logEntries        // the requests' access-log entries
+	afterDo   func()            // tests only: runs after each backend round trip (e.g. to panic)
 
 	// trust is proxy.trusted_proxies of the configuration requests last saw.
 	trust trustCache
@@ -79,6 +85,7 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{
 		bal:   bal,
 		log:   o.Logger,
+		alog:  o.AccessLog,
 		clock: newMonoClock(),
 		procs: int64(runtime.GOMAXPROCS(0)),
 	}
@@ -243,9 +250,13 @@ func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	snap := p.bal.Snapshot()
+	e := p.beginEntry(ctx, snap.Config(), p.clock.now())
 	code := answerServerError(ctx, err, snap.Config().Proxy.MaxRequestBody)
-	snap.Requests(snap.Route(ctx.Host())).Count(code)
+	app := snap.Route(ctx.Host())
+	e.routed(app)
+	snap.Requests(app).Count(code)
 	p.answers.count(code, &ctx.Response.Header)
+	p.finish(ctx, e, 0, true, false)
 }
 
 // serverLog routes fasthttp's own messages (mostly clients that went away mid-request) to the

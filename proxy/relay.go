@@ -51,6 +51,9 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Dur
 		}
 		if w.timedOut {
 			p.connMetrics.clientTimeouts.Inc()
+			if b.entry != nil {
+				b.entry.relayTimedOut = true
+			}
 		}
 	})
 }

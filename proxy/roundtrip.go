@@ -59,10 +59,11 @@ func (c *backendConn) fail(err error) error {
 // then streamed is true and the caller must not release the lease. up is the request body
 // when it is streamed (nil: buffered in ctx.Request). When upgrade is set (a WebSocket
 // handshake) and the backend answers 101, the connection and lease go to an upgraded session
-// (upgrade.go), and streamed is true too.
+// (upgrade.go), with the request's log entry e, and streamed is true too. e gets the time the
+// answer's head took (upstream_ms).
 //
 // On failure the error says what went wrong: a *dialError when nothing was sent.
-func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balancer.Lease, up *uploadBody, upgrade bool) (streamed bool, err error) {
+func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balancer.Lease, e *logEntry, up *uploadBody, upgrade bool) (streamed bool, err error) {
 	// A streamed body cannot be sent again, so it never goes out on a kept-alive connection
 	// that the backend may have closed meanwhile.
 	bc, err := pool.get(up != nil)
@@ -109,8 +110,11 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 			return false, bc.fail(errTooManyInterim)
 		}
 	}
+	if e.on {
+		e.rec.Upstream = p.clock.now() - e.began
+	}
 	if upgrade && sendErr == nil && resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
-		p.startUpgrade(ctx, bc, lease)
+		p.startUpgrade(ctx, bc, lease, e)
 		return true, nil
 	}
 	head := req.Header.IsHead()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/accesslog"
 )
 
 // clientLimits are the client-side timeouts of proxy: (header_timeout, client_timeout,
@@ -102,10 +104,12 @@ func (l *listener) scanLoop() {
 	}
 }
 
-// cutConn is a connection the scan decided to close, and why.
+// cutConn is a connection the scan decided to close, and why; since is when the state it was
+// cut in began (on the proxy's clock).
 type cutConn struct {
-	c *clientConn
-	v verdict
+	c     *clientConn
+	v     verdict
+	since time.Duration
 }
 
 // scan judges every connection and acts on the verdicts, using cut as scratch space, which it
@@ -119,13 +123,13 @@ func (l *listener) scan(cut []cutConn) ([]cutConn, bool) {
 	for _, c := range l.conns {
 		var v verdict
 		if c.rec, v = judgeClient(c.rec, c.phase.Load(), c.io.Load(), now, lim, stopping); v != keepConn {
-			cut = append(cut, cutConn{c, v})
+			cut = append(cut, cutConn{c, v, c.rec.since})
 		}
 	}
 	more := len(l.conns) > 0 || !l.closed.IsSet()
 	l.mu.Unlock()
 	for i, k := range cut {
-		l.cut(k.c, k.v)
+		l.cut(k.c, k.v, k.since)
 		cut[i] = cutConn{}
 	}
 	return cut, more
@@ -134,8 +138,9 @@ func (l *listener) scan(cut []cutConn) ([]cutConn, bool) {
 // headerTimeoutWrite bounds writing the 408 to a client that does not read.
 const headerTimeoutWrite = time.Second
 
-// cut closes c for verdict v, counting the timeout.
-func (l *listener) cut(c *clientConn, v verdict) {
+// cut closes c for verdict v, counting the timeout; since is when the state it is cut in
+// began.
+func (l *listener) cut(c *clientConn, v verdict, since time.Duration) {
 	m := l.p.connMetrics
 	switch v {
 	case cutHeader:
@@ -144,7 +149,7 @@ func (l *listener) cut(c *clientConn, v verdict) {
 		go func() {
 			// Headers that completed since the scan are a request now: no 408 across its answer.
 			if c.phase.Load()&phaseMask == phaseHeader {
-				l.timedOutHeader(c)
+				l.timedOutHeader(c, since)
 			}
 			_ = c.Close()
 		}()
@@ -153,31 +158,49 @@ func (l *listener) cut(c *clientConn, v verdict) {
 		m.headerTimeouts.Inc()
 	case cutClient:
 		m.clientTimeouts.Inc()
+		c.timedOut.Store(true) // before the close that ends the request's transfer
 	case cutIdle:
 		m.idleTimeouts.Inc()
 	}
 	_ = c.Close()
 }
 
-// timedOutHeader answers a connection whose request headers came too late with 408
-// request_timeout, and counts the request; over TLS, a handshake still going cannot be answered
-// and is counted as a failed handshake instead (see write408).
-func (l *listener) timedOutHeader(c *clientConn) {
+// timedOutHeader answers a connection whose request headers came too late (they began at
+// since) with 408 request_timeout, counts the request and logs it; over TLS, a handshake still
+// going cannot be answered and is counted as a failed handshake instead (see write408).
+func (l *listener) timedOutHeader(c *clientConn, since time.Duration) {
 	if c.secure != nil && !c.handshook.Load() {
 		l.p.connMetrics.tlsHandshakeErrors.Inc()
 		return
 	}
-	l.p.bal.Snapshot().Requests(nil).Count(fasthttp.StatusRequestTimeout)
-	l.p.answers.requestTimeout.Inc()
-	c.write408()
+	p := l.p
+	p.bal.Snapshot().Requests(nil).Count(fasthttp.StatusRequestTimeout)
+	p.answers.requestTimeout.Inc()
+	e := p.entries.get()
+	id := accesslog.AppendNewRequestID(e.id[:0], nil)
+	c.write408(id)
+	if p.alog.Enabled() {
+		took := p.clock.now() - since
+		r := &e.rec
+		r.Start = time.Now().Add(-took)
+		r.RequestID, r.ClientIP = id, c.client.text
+		if c.secure != nil {
+			r.TLSVersion, r.SNI = c.tlsVersion, viewBytes(c.sni)
+		}
+		r.Status, r.Reason, r.End, r.Duration = fasthttp.StatusRequestTimeout, reasonRequestTimeout, accesslog.EndRefused, took
+		p.alog.Log(r)
+	}
+	p.entries.put(e)
 }
 
-// writeHeaderTimeout writes the 408 request_timeout answer for headers that came too late.
-func writeHeaderTimeout(w io.Writer) {
+// writeHeaderTimeout writes the 408 request_timeout answer for headers that came too late,
+// with the request ID pollbal gave it.
+func writeHeaderTimeout(w io.Writer, requestID []byte) {
 	var r fasthttp.Response
 	r.SetStatusCode(fasthttp.StatusRequestTimeout)
 	r.Header.SetContentType(textPlain)
 	r.Header.Set(headerReason, reasonRequestTimeout)
+	setResponseID(&r.Header, requestID)
 	r.SetConnectionClose()
 	r.SetBodyString("request headers not received in time\n")
 	_, _ = r.WriteTo(w)

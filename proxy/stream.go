@@ -100,6 +100,12 @@ type responseBody struct {
 	// handler counted the request but left its duration to the stream's end (handler.go).
 	metrics *balancer.RequestMetrics
 	began   time.Duration
+	// entry, when set, is the request's access-log entry, which Close finishes: the handler
+	// handed it over (handler.go). sent counts the body's bytes written to the client; cut
+	// says how a copy that did not reach the end ended (transferWhole while none did).
+	entry *logEntry
+	sent  int64
+	cut   transfer
 }
 
 func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, lease balancer.Lease, src io.Reader, length int64, keep, chunked bool, direct net.Conn) {
@@ -149,17 +155,31 @@ func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
 	if b.direct != nil {
 		w = b.direct
 	}
-	return b.p.bufs.copy(w, b, nil)
+	buf := b.p.bufs.get()
+	defer b.p.bufs.put(buf)
+	n, readErr, writeErr := copyBody(w, b, *buf, nil)
+	b.sent += n
+	switch {
+	case writeErr != nil:
+		b.cut = transferClientGone
+		return n, writeErr
+	case readErr != nil:
+		wc := b.bc.wc
+		b.cut = backendTransfer(wc.isGone(), wc.cut.Load())
+		return n, readErr
+	}
+	return n, nil
 }
 
-// Close ends the forward, and records the request's duration when the handler left it to the
-// stream; only the first call does anything.
+// Close ends the forward, records the request's duration when the handler left it to the
+// stream, and finishes its log entry; only the first call does anything.
 func (b *responseBody) Close() error {
 	if !b.open || b.detached {
 		return nil
 	}
 	b.open = false
 	p, bc, pool, lease, metrics, began := b.p, b.bc, b.pool, b.lease, b.metrics, b.began
+	entry, sent, t := b.entry, b.sent, streamTransfer(b.cut, b.done)
 	if b.chunk {
 		_ = bc.chunks.CloseBodyStream()
 	}
@@ -171,10 +191,27 @@ func (b *responseBody) Close() error {
 		bc.close()
 	}
 	lease.Release()
+	now := p.clock.now()
 	if metrics != nil {
-		metrics.Took(p.clock.now() - began)
+		metrics.Took(now - began)
+	}
+	if entry != nil {
+		p.finishTransfer(entry, now, 0, sent, t)
 	}
 	return nil
+}
+
+// streamTransfer is how a streamed body's transfer ended: as its copy was cut, else whole when
+// it was read to its end, else it never got going (the response's head could not be written:
+// the client is gone).
+func streamTransfer(cut transfer, done bool) transfer {
+	switch {
+	case cut != transferWhole:
+		return cut
+	case done:
+		return transferWhole
+	}
+	return transferClientGone
 }
 
 // errBodyTooLarge ends a streamed request body that grew past proxy.max_request_body.

@@ -44,6 +44,8 @@ func (c *tlsConn) handshake() error {
 	err := c.Conn.Handshake()
 	if err == nil {
 		c.shook = true
+		st := c.Conn.ConnectionState()
+		c.cc.tlsVersion, c.cc.sni = st.Version, st.ServerName
 		c.cc.handshook.Store(true)
 		return nil
 	}
@@ -64,18 +66,19 @@ func trackedConn(nc net.Conn) *clientConn {
 	return nil
 }
 
-// write408 answers a request whose headers came too late. Over TLS it can only be written once
-// the handshake is over (a handshake that is still going is simply cut), and it goes through
-// TLS, which allows one Write alongside the serving goroutine's blocked Read.
-func (c *clientConn) write408() {
+// write408 answers a request whose headers came too late, with the request ID pollbal gave it.
+// Over TLS it can only be written once the handshake is over (a handshake that is still going
+// is simply cut), and it goes through TLS, which allows one Write alongside the serving
+// goroutine's blocked Read.
+func (c *clientConn) write408(requestID []byte) {
 	if c.secure == nil {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(headerTimeoutWrite))
-		writeHeaderTimeout(c.Conn)
+		writeHeaderTimeout(c.Conn, requestID)
 		return
 	}
 	if !c.handshook.Load() {
 		return
 	}
 	_ = c.secure.SetWriteDeadline(time.Now().Add(headerTimeoutWrite))
-	writeHeaderTimeout(c.secure)
+	writeHeaderTimeout(c.secure, requestID)
 }

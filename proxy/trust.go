@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
@@ -136,3 +137,68 @@ func clientAddr(addr net.Addr) (ip netip.Addr, ok bool) {
 	}
 	return netip.Addr{}, false
 }
+
+// maxForwardedHops bounds the X-Forwarded-For entries forwardedClient looks at, from the right:
+// a chain of trusted proxies longer than this is not a deployment but a client's invention.
+const maxForwardedHops = 32
+
+// forwardedClient is who a client is for the access log: peer, the address that connected,
+// unless peer is a trusted proxy; then the address its X-Forwarded-For (xff: every line, in
+// order, comma-joined) names last that is not itself trusted, walking from the right over
+// trusted proxies that passed the request on (NGINX's real_ip_recursive, Caddy's client_ip).
+// An entry that is not an address ends the walk at the hop after it: only the proxies trusted
+// so far vouch for what they appended. An entry may carry a port ("192.0.2.1:4711",
+// "[2001:db8::1]:4711"), which is ignored. scratch holds the entry being parsed, so that xff
+// stays where it is (the request's header, or the caller's stack).
+func forwardedClient(peer netip.Addr, xff []byte, trusted *trustedNets, scratch *[64]byte) netip.Addr {
+	client := peer
+	for hops := 0; client.IsValid() && trusted.contains(client) && hops < maxForwardedHops; hops++ {
+		var entry []byte
+		entry, xff = lastEntry(xff)
+		if len(entry) > len(scratch) {
+			break // no address is that long
+		}
+		ip, ok := parseForwardedAddr(scratch[:copy(scratch[:], entry)])
+		if !ok {
+			break
+		}
+		client = ip
+	}
+	return client
+}
+
+// lastEntry splits the last comma-separated entry, trimmed of spaces and tabs, off a list.
+func lastEntry(list []byte) (last, rest []byte) {
+	i := len(list) - 1
+	for i >= 0 && list[i] != ',' {
+		i--
+	}
+	last, rest = list[i+1:], list[:max(i, 0)]
+	for len(last) > 0 && (last[0] == ' ' || last[0] == '\t') {
+		last = last[1:]
+	}
+	for len(last) > 0 && (last[len(last)-1] == ' ' || last[len(last)-1] == '\t') {
+		last = last[:len(last)-1]
+	}
+	return last, rest
+}
+
+// parseForwardedAddr reads an X-Forwarded-For entry: an IP address, with or without a port,
+// IPv4-mapped IPv6 unmapped. It allocates only for an entry that is not an address.
+func parseForwardedAddr(entry []byte) (netip.Addr, bool) {
+	if len(entry) == 0 {
+		return netip.Addr{}, false
+	}
+	s := viewString(entry) // netip keeps no reference to it
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return ip.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	return netip.Addr{}, false
+}
+
+// viewString is b as a string without a copy, for calls that only read their argument and
+// keep nothing of it; b must not change while the string is in use.
+func viewString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -103,8 +103,10 @@ func answerUpgradeUnsupported(ctx *fasthttp.RequestCtx) {
 // backend connection and the lease now belong to an upgradeSession, which fasthttp runs once
 // the handler returns (ctx.Hijack, with no response of its own: the session writes the
 // backend's 101). The client connection leaves the client timeouts for the session's own
-// upgrade_idle_timeout, and the backend connection leaves the backend-timeout watchdog.
-func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease balancer.Lease) {
+// upgrade_idle_timeout, and the backend connection leaves the backend-timeout watchdog. The
+// request's log entry e goes to the session too, which finishes it when it ends: the caller
+// must not touch e once startUpgrade has been called.
+func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease balancer.Lease, e *logEntry) {
 	h := &ctx.Response.Header
 	protocol := append([]byte(nil), h.Peek(headerUpgrade)...)
 	stripResponseHeaders(h)
@@ -112,6 +114,8 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease ba
 	h.SetBytesV(headerUpgrade, protocol)
 	h.Set(headerBackend, lease.Backend.ID)
 	h.Set(headerPool, lease.Pool)
+	setResponseID(h, e.rec.RequestID)
+	e.handOver(ctx)
 
 	bc.wc.setClient(nil)
 	p.watch.forget(bc.wc)
@@ -119,6 +123,7 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease ba
 		p:     p,
 		bc:    bc,
 		lease: lease,
+		entry: e,
 		head:  h.AppendBytes(nil),
 		idle:  p.bal.Snapshot().Config().Proxy.UpgradeIdleTimeout,
 	}
@@ -143,6 +148,10 @@ type upgradeSession struct {
 	head  []byte        // the backend's 101, as passed on
 	idle  time.Duration // proxy.upgrade_idle_timeout; 0: none
 	cc    *clientConn   // the client connection (under TLS, if any), when it is one of pollbal's listeners'
+	// entry is the request's access-log entry, finished by end (nil: none); in and out count
+	// the bytes copied from the client and to it, written by serve before end runs.
+	entry   *logEntry
+	in, out int64
 
 	claimed atomic.Bool  // serve or abandon has begun: only the first one runs
 	last    atomic.Int64 // when a byte last moved, on p.clock
@@ -183,11 +192,11 @@ func (s *upgradeSession) serve(client net.Conn) {
 	go func() {
 		defer close(done)
 		buf := make([]byte, upgradeBufferSize)
-		_, _, _ = copyBody(s.bc.wc, client, buf, s.touch)
+		s.in, _, _ = copyBody(s.bc.wc, client, buf, s.touch)
 		s.close()
 	}()
 	buf := make([]byte, upgradeBufferSize)
-	_, _, _ = copyBody(client, s.bc.br, buf, s.touch)
+	s.out, _, _ = copyBody(client, s.bc.br, buf, s.touch)
 	s.close()
 	<-done
 }
@@ -241,11 +250,15 @@ func (s *upgradeSession) close() {
 	}
 }
 
-// end closes the session and releases its lease; it runs once.
+// end closes the session, releases its lease and finishes its log entry; it runs once.
 func (s *upgradeSession) end() {
 	s.close()
 	s.lease.Release()
 	s.p.upgrades.remove(s)
+	if s.entry != nil {
+		s.p.finishTransfer(s.entry, s.p.clock.now(), s.in, s.out, transferUpgradeClosed)
+		s.entry = nil
+	}
 }
 
 // rawConn is the connection under fasthttp's hijacked one, whose own Close does nothing.

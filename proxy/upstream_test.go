@@ -48,7 +48,9 @@ func forwardOn(t *testing.T, p *Proxy, snap *balancer.Snapshot, host string) (in
 	if app == nil {
 		t.Fatalf("no app for %s", host)
 	}
-	p.forwardSafely(&h.ctx, snap, app, p.clock.now())
+	e := p.beginEntry(&h.ctx, snap.Config(), p.clock.now())
+	defer p.entries.put(e)
+	p.forwardSafely(&h.ctx, snap, app, e)
 	return h.ctx.Response.StatusCode(), string(h.ctx.Response.Header.Peek(headerBackend))
 }
 

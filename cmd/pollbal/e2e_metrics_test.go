@@ -33,6 +33,8 @@ var specMetrics = []string{
 	// SPEC §8.1
 	"pollbal_backend_errors_total", "pollbal_responses_total", "pollbal_tls_handshake_errors_total",
 	"pollbal_client_gone_total",
+	// SPEC §11
+	"pollbal_access_log_dropped_total", "pollbal_access_log_errors_total",
 }
 
 // TestEndToEndMetrics scrapes the real binary's /metrics after traffic that exercises every

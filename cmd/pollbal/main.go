@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"pollbal/accesslog"
 	"pollbal/admin"
 	"pollbal/configs"
 	"pollbal/store"
@@ -57,8 +58,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file")
 	skipFiles := fs.Bool("skip-files", false, "do not read the files the configuration names (admin.token_file, admin.state_file,\n"+
-		"warning.secret_file, the tls.certificates, the admin.store.etcd files): for checking a configuration away from the host it\n"+
-		"is written for; pollbal run always reads them")
+		"warning.secret_file, the tls.certificates, the admin.store.etcd files) nor open access_log.path: for checking a\n"+
+		"configuration away from the host it is written for; pollbal run always reads and opens them")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -109,7 +110,23 @@ func checkFiles(cfg *configs.Config) []string {
 	if e := cfg.Admin.Store.Etcd; e != nil {
 		problems = append(problems, store.CheckEtcdFiles(e)...)
 	}
+	if err := checkAccessLog(cfg.AccessLog.Path); err != nil {
+		problems = append(problems, "access_log.path: "+err.Error())
+	}
 	return problems
+}
+
+// checkAccessLog opens the access log's file as run does (creating it when it is missing) and
+// closes it again; the log off or on standard output has nothing to check.
+func checkAccessLog(path string) error {
+	if path == configs.AccessLogOff || path == configs.AccessLogStdout {
+		return nil
+	}
+	f, err := accesslog.OpenFile(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func run(args []string, stderr io.Writer) int {
@@ -149,6 +166,12 @@ func run(args []string, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	// A closed standard output (access_log.path "-" into a pipe whose reader went away) must
+	// fail the write, which the access log counts, not end the process as SIGPIPE would.
+	signal.Ignore(syscall.SIGPIPE)
 
 	srv, err := newServer(*path, log)
 	if err != nil {
@@ -157,7 +180,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if err := srv.run(ctx, hup); err != nil && !errors.Is(err, context.Canceled) {
+	if err := srv.run(ctx, hup, usr1); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("stopped with an error", "err", err)
 		return 1
 	}

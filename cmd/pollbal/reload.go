@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"pollbal/accesslog"
 	"pollbal/admin"
 	"pollbal/certs"
 	"pollbal/configs"
@@ -86,10 +87,11 @@ func (s *server) stopApplying() {
 
 // nextConfig is a reload read and checked, ready to apply.
 type nextConfig struct {
-	cfg    *configs.Config
-	secret []byte
-	certs  *newCerts // nil without tls.listen
-	admin  *admin.Change
+	cfg       *configs.Config
+	secret    []byte
+	certs     *newCerts // nil without tls.listen
+	admin     *admin.Change
+	accessLog *accesslog.Change // its new file open: discarded when the reload is not applied
 }
 
 // newCerts is what a reload gives the TLS listener.
@@ -100,17 +102,24 @@ type newCerts struct {
 
 // apply applies a prepared reload whole, unless shutdown has begun (errStopping). It does no
 // reading: only a new admin.state_file is written (the running moves), first, and when that
-// fails nothing is applied.
+// fails nothing is applied. The access log's new file was opened when the reload was prepared,
+// so switching to it cannot fail while the log is open (it is closed only once shutdown has
+// stopped every apply).
 func (s *server) apply(next *nextConfig) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.stopped {
+		next.accessLog.Discard()
 		return errStopping
 	}
 	if err := s.moves.SetStateFile(next.cfg.Admin.StateFile); err != nil {
+		next.accessLog.Discard()
 		return err
 	}
 	s.admin.Apply(next.admin)
+	if err := s.alog.Apply(next.accessLog); err != nil {
+		s.log.Error("access log: the reload's access_log section could not be applied; the log goes on as before", "err", err)
+	}
 	s.warn.Update(next.cfg, next.secret) // first: a round in between never warns a backend being removed
 	s.bal.Update(next.cfg)
 	s.poll.Update(next.cfg.Poll, targets(next.cfg))
@@ -123,7 +132,8 @@ func (s *server) apply(next *nextConfig) error {
 
 // prepareReload reads, validates and checks the new configuration and the files it names
 // (certificates included: one that cannot be read, does not match its key or has expired
-// rejects the reload as config_invalid); it changes nothing.
+// rejects the reload as config_invalid; so does an access_log.path that cannot be opened); it
+// changes nothing, but opens a changed access log's file.
 func (s *server) prepareReload(ctx context.Context, force bool) (*nextConfig, error) {
 	data, err := configs.ReadSettled(ctx, s.path, configs.SettleGap, configs.SettleLimit)
 	if err != nil {
@@ -155,6 +165,10 @@ func (s *server) prepareReload(ctx context.Context, force bool) (*nextConfig, er
 	}
 	if next.admin, err = s.admin.Prepare(cfg.Admin.TokenFile, adminLimits(cfg)); err != nil {
 		return nil, err
+	}
+	// Last, since it opens a file that every later rejection would have to close.
+	if next.accessLog, err = s.alog.Prepare(cfg.AccessLog); err != nil {
+		return nil, configs.Reject(configs.ReasonInvalid, fmt.Errorf("access_log.path: %w", err))
 	}
 	return next, nil
 }

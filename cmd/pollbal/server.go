@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"pollbal/accesslog"
 	"pollbal/admin"
 	"pollbal/balancer"
 	"pollbal/certs"
@@ -48,6 +49,7 @@ type server struct {
 	stopped bool
 
 	bal   *balancer.Balancer
+	alog  *accesslog.Logger
 	poll  *poller.Poller
 	warn  *warning.Tracker
 	proxy *proxy.Proxy
@@ -135,7 +137,11 @@ func (s *server) buildPipeline(cfg *configs.Config, moves store.Moves) error {
 	if err != nil {
 		return err
 	}
-	s.proxy, err = proxy.New(proxy.Options{Balancer: s.bal, Logger: s.log, Registerer: s.reg})
+	s.alog, err = accesslog.New(accesslog.Options{Config: cfg.AccessLog, Registerer: s.reg, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("access_log.path: %w", err)
+	}
+	s.proxy, err = proxy.New(proxy.Options{Balancer: s.bal, Logger: s.log, Registerer: s.reg, AccessLog: s.alog})
 	return err
 }
 
@@ -186,6 +192,9 @@ func newCertStore(cfg *configs.Config) (*certs.Store, error) {
 func (s *server) closeBuilt() {
 	if s.moves != nil {
 		_ = s.moves.Close()
+	}
+	if s.alog != nil {
+		_ = s.alog.Close()
 	}
 	if s.warn != nil {
 		s.warn.Close()
@@ -265,12 +274,13 @@ func targets(cfg *configs.Config) []poller.Target {
 	return out
 }
 
-// run serves until ctx ends, reloading on every hup. Teardown order: stop applying reloads,
-// stop accepting client traffic, close its quiet connections and wait up to
-// proxy.shutdown_timeout for the requests in flight, stop polling, wait for warning posts and
-// alarm deliveries, close admin. A reload is never waited for: one still reading a file is
+// run serves until ctx ends, reloading on every hup and reopening the access log on every
+// usr1. Teardown order: stop applying reloads, stop accepting client traffic, close its quiet
+// connections and wait up to proxy.shutdown_timeout for the requests in flight, write the
+// access log's last lines and close it, stop polling, wait for warning posts and alarm
+// deliveries, close admin. A reload is never waited for: one still reading a file is
 // abandoned with the process.
-func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
+func (s *server) run(ctx context.Context, hup, usr1 <-chan os.Signal) error {
 	s.log.Info("pollbal started", "version", version, "site", s.cfg.Site,
 		"listen", addr(s.proxyLn), "tls", addr(s.tlsLn), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends))
 	pollCtx, stopPoll := context.WithCancel(context.Background())
@@ -297,6 +307,8 @@ func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	defer stopReloads()
 	pending := make(chan struct{}, 1)
 	go s.reloadOnSignal(reloadCtx, pending)
+	reopen := make(chan struct{}, 1)
+	go s.reopenOnSignal(reloadCtx, reopen)
 	var runErr error
 loop:
 	for {
@@ -307,6 +319,12 @@ loop:
 			// One pending reload is enough: it reads the file after this signal too.
 			select {
 			case pending <- struct{}{}:
+			default:
+			}
+		case <-usr1:
+			// Likewise, one pending reopen opens the file after this signal too.
+			select {
+			case reopen <- struct{}{}:
 			default:
 			}
 		case err := <-errs:
@@ -324,6 +342,9 @@ loop:
 	defer cancel()
 	if err := s.proxy.Shutdown(drainCtx); err != nil {
 		s.log.Warn("drain incomplete", "err", err)
+	}
+	if err := s.alog.Close(); err != nil {
+		s.log.Warn("access log: closing failed; its last lines may be lost", "err", err)
 	}
 	stopPoll()
 	wg.Wait()
@@ -344,6 +365,26 @@ func (s *server) reloadOnSignal(ctx context.Context, pending <-chan struct{}) {
 			return
 		case <-pending:
 			_ = s.reload(ctx, false) // SIGHUP never forces
+		}
+	}
+}
+
+// reopenOnSignal reopens the access log's file when SIGUSR1 asks for it (one per value on
+// pending; logrotate's postrotate), until ctx ends. It runs beside the signal loop: a reopen
+// waits for a write in progress, which a slow disk may hold up.
+func (s *server) reopenOnSignal(ctx context.Context, pending <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pending:
+			if err := s.alog.Reopen(); err != nil {
+				s.log.Error("access log: reopen failed; still writing to the file open before", "err", err)
+				continue
+			}
+			if path := s.bal.Snapshot().Config().AccessLog.Path; path != configs.AccessLogOff && path != configs.AccessLogStdout {
+				s.log.Info("access log reopened", "path", path)
+			}
 		}
 	}
 }

@@ -27,6 +27,8 @@
 //   - GET /hold answers like every other path (and is counted the same way), but only once
 //     POST /_backend/release was called after it arrived: a test decides how long a request
 //     holds its slot. The release answers {"released": N}, the requests it let go.
+//   - GET /status?code=N answers status N (200 to 599) with the body "N\n", counted like
+//     every other path: a backend's own 4xx or 5xx.
 //   - Every other path answers 200 "<id>\n" with X-Backend-Id: <id> after -delay; only these
 //     requests and /hold count in in_flight, peak_in_flight and requests. The answer's
 //     X-Backend-Forwarded-Proto repeats the request's X-Forwarded-Proto.

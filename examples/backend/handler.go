@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,7 @@ func newHandler(o handlerOptions) *handler {
 		"/switch": h.serveSwitch,
 		"/hold":   h.serveHold,
 		"/ws":     h.serveWebSocket,
+		"/status": h.serveStatus,
 	}, other: http.HandlerFunc(h.serveOther)}
 	h.routes = routes{paths: map[string]http.HandlerFunc{
 		protocol.PathPool:    h.servePool,
@@ -231,6 +233,21 @@ func (h *handler) serveOther(w http.ResponseWriter, r *http.Request) {
 	// What the proxy said the client's scheme was, for tests of TLS termination.
 	w.Header().Set("X-Backend-Forwarded-Proto", r.Header.Get("X-Forwarded-Proto"))
 	_, _ = fmt.Fprintf(w, "%s\n", h.o.ID)
+}
+
+// serveStatus answers the status that ?code= names (200 to 599), with the body "<code>\n":
+// a backend's own 4xx or 5xx, for testing what a proxy does with them.
+func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
+	defer h.count()()
+	code, err := strconv.Atoi(r.URL.Query().Get("code"))
+	if err != nil || code < 200 || code > 599 {
+		http.Error(w, "code must be a status from 200 to 599", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Backend-Id", h.o.ID)
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintf(w, "%d\n", code)
 }
 
 // touch creates path if missing and sets its modification time to now.

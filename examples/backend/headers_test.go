@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -34,5 +36,27 @@ func TestServeHeaders(t *testing.T) {
 	}
 	if s := statsAt(t, srv.URL); s.Requests != 0 {
 		t.Errorf("requests = %d, want 0 (not counted)", s.Requests)
+	}
+}
+
+func TestServeStatus(t *testing.T) {
+	srv := httptest.NewServer(newHandler(handlerOptions{ID: "b1"}))
+	t.Cleanup(srv.Close)
+	for query, want := range map[string]int{"code=503": 503, "code=418": 418, "code=204": 204, "code=99": 400, "code=600": 400, "": 400} {
+		resp, err := http.Get(srv.URL + "/status?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("/status?%s: %d %q, want %d", query, resp.StatusCode, body, want)
+		}
+		if want != 400 && want != 204 && string(body) != fmt.Sprintf("%d\n", want) {
+			t.Errorf("/status?%s: body %q", query, body)
+		}
+	}
+	if s := statsAt(t, srv.URL); s.Requests != 6 {
+		t.Errorf("requests = %d, want 6 (each counted)", s.Requests)
 	}
 }

@@ -209,6 +209,15 @@ func TestConfigUsesTheUnitsCredentials(t *testing.T) {
 	if !strings.HasPrefix(cfg.Admin.StateFile, "/var/lib/pollbal/") {
 		t.Errorf("admin.state_file = %q, want it in the unit's state directory /var/lib/pollbal/", cfg.Admin.StateFile)
 	}
+	// ProtectSystem=strict leaves the dynamic user nowhere to write a log but the unit's
+	// LogsDirectory (or standard output, the journal).
+	switch p := cfg.AccessLog.Path; {
+	case p == configs.AccessLogOff || p == configs.AccessLogStdout:
+	case !strings.HasPrefix(p, "/var/log/pollbal/"):
+		t.Errorf("access_log.path = %q, which the unit cannot write: want it under /var/log/pollbal/", p)
+	case !strings.Contains(unit, "\nLogsDirectory=pollbal\n"):
+		t.Errorf("access_log.path = %q, but the unit has no LogsDirectory=pollbal to create /var/log/pollbal", p)
+	}
 	if !strings.Contains(unit, "ExecStartPre=/usr/local/bin/pollbal check -config /etc/pollbal/pollbal.yaml\n") {
 		t.Error("the unit does not run the full `pollbal check` (without -skip-files) before start")
 	}
