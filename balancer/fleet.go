@@ -70,8 +70,9 @@ type fleetDecision struct {
 // at such a moment shows a slot free that is not, and every instance that believed it was
 // refused (measured: 1-4 % of forwards on a full fleet, up to 8 % on a slower machine). Such
 // a dip lasts milliseconds; a slot really freed stays free. So a report that would raise the
-// limit is confirmed by a second check confirmAfter later (ConfirmAfter, poller.Confirmer), and
-// the limit rises then; a second that shows even less asks for a third, since the first may
+// limit is confirmed by a second check confirmAfter later (ConfirmAfter, which the poller asks
+// after each good check), and the limit rises then; a second that shows even less asks for a
+// third, since the first may
 // have over-counted (one of this instance's requests had just ended when the answer arrived).
 // A falling limit applies at once.
 //

@@ -431,8 +431,7 @@ func (k sink) Observe(r poller.Result) {
 		Checked: r.Checked, Load: r.Load})
 }
 
-// ConfirmAfter lets the balancer ask for a backend's load report to be confirmed soon
-// (poller.Confirmer).
+// ConfirmAfter lets the balancer ask for a backend's load report to be confirmed soon.
 func (k sink) ConfirmAfter(r poller.Result) time.Duration { return k.bal.ConfirmAfter(r.ID) }
 
 func (k sink) RoundDone(time.Time) {
