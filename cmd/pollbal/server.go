@@ -17,6 +17,7 @@ import (
 
 	"pollbal/accesslog"
 	"pollbal/admin"
+	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/certs"
 	"pollbal/configs"
@@ -27,8 +28,11 @@ import (
 	"pollbal/warning"
 )
 
-// server wires one pollbal instance: poller → balancer (+ warnings) → proxy, and the admin
-// listener. It owns the reload path.
+// recentEvents is how many events the status page keeps.
+const recentEvents = 100
+
+// server wires one pollbal instance: poller → balancer (+ warnings) → proxy, the alarms the
+// balancer and the store report to, and the admin listener. It owns the reload path.
 type server struct {
 	path string
 	log  *slog.Logger
@@ -48,14 +52,16 @@ type server struct {
 	applyMu sync.Mutex
 	stopped bool
 
-	bal   *balancer.Balancer
-	alog  *accesslog.Logger
-	poll  *poller.Poller
-	warn  *warning.Tracker
-	proxy *proxy.Proxy
-	admin *admin.Server
-	certs *certs.Store // nil without tls.listen
-	moves store.Store
+	bal    *balancer.Balancer
+	alarms *alarms.Notifier // the balancer's and the store's alarms, and the events it lists them in
+	events *alarms.Events   // the status page's events
+	alog   *accesslog.Logger
+	poll   *poller.Poller
+	warn   *warning.Tracker
+	proxy  *proxy.Proxy
+	admin  *admin.Server
+	certs  *certs.Store // nil without tls.listen
+	moves  store.Store
 
 	proxyLn, tlsLn, adminLn net.Listener // proxyLn is nil when listen is "", tlsLn without TLS
 }
@@ -107,12 +113,15 @@ func (s *server) registerMetrics() {
 	s.reloadRejected = newReloadRejected(s.reg)
 }
 
-// buildPipeline builds what requests and checks go through: the balancer, the warning tracker
-// that reads it after every check round, the poller that feeds both, and the proxy.
+// buildPipeline builds what requests and checks go through: the alarms and events the
+// balancer reports to, the balancer, the warning tracker that reads it after every check round,
+// the poller that feeds both, and the proxy.
 func (s *server) buildPipeline(cfg *configs.Config, moves store.Moves) error {
 	var err error
+	s.events = alarms.NewEvents(recentEvents, nil)
+	s.alarms = alarms.New(alarms.Options{Config: cfg, Events: s.events, Logger: s.log})
 	s.bal, err = balancer.New(balancer.Options{
-		Config: cfg, Overrides: moves, Version: version, Logger: s.log, Registerer: s.reg,
+		Config: cfg, Overrides: moves, Logger: s.log, Registerer: s.reg, Observer: s.alarms, Events: s.events,
 	})
 	if err != nil {
 		return err
@@ -122,7 +131,7 @@ func (s *server) buildPipeline(cfg *configs.Config, moves store.Moves) error {
 		return err
 	}
 	s.warn, err = warning.NewTracker(warning.TrackerOptions{
-		Members: s.bal, Events: s.bal.Events(), Config: cfg,
+		Members: s.bal, Events: s.events, Config: cfg,
 		SenderOptions: warning.SenderOptions{
 			Site: cfg.Site, Timeout: cfg.Warning.Timeout, Secret: secret, Logger: s.log, Registerer: s.reg,
 		},
@@ -151,13 +160,13 @@ func (s *server) buildAdmin(cfg *configs.Config, moves store.Moves) error {
 	var err error
 	s.moves, err = store.New(store.Options{
 		StateFile: cfg.Admin.StateFile, Etcd: cfg.Admin.Store.Etcd, Initial: moves,
-		Target: s.bal, Events: s.bal.Events(), Logger: s.log, Registerer: s.reg,
+		Target: s.bal, Alarms: s.alarms, Events: s.events, Logger: s.log, Registerer: s.reg,
 	})
 	if err != nil {
 		return err
 	}
 	s.admin, err = admin.New(admin.Options{
-		Balancer: s.bal, Warnings: s.warn, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile,
+		Balancer: s.bal, Warnings: s.warn, Events: s.events, Version: version, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile,
 		Store: s.moves, Reload: s.reload, Limits: adminLimits(cfg), Logger: s.log, Registerer: s.reg,
 	})
 	return err
@@ -186,7 +195,7 @@ func newCertStore(cfg *configs.Config) (*certs.Store, error) {
 }
 
 // closeBuilt closes what a failing newServer had built: the store's etcd client (whose
-// goroutines and connections would otherwise stay), the warning tracker and the balancer (with
+// goroutines and connections would otherwise stay), the warning tracker and the alarms (with
 // nothing in flight before run, their Close returns at once). A failing listen closes the
 // listeners it opened itself.
 func (s *server) closeBuilt() {
@@ -199,8 +208,8 @@ func (s *server) closeBuilt() {
 	if s.warn != nil {
 		s.warn.Close()
 	}
-	if s.bal != nil {
-		s.bal.Close()
+	if s.alarms != nil {
+		s.alarms.Close()
 	}
 }
 
@@ -349,7 +358,7 @@ loop:
 	stopPoll()
 	wg.Wait()
 	s.warn.Close()
-	s.bal.Close()
+	s.alarms.Close()
 	_ = s.admin.Shutdown(drainCtx)
 	s.log.Info("pollbal stopped")
 	return runErr

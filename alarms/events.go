@@ -1,4 +1,4 @@
-package balancer
+package alarms
 
 import (
 	"sync"
@@ -11,6 +11,9 @@ type Event struct {
 	Kind    string    `json:"kind"` // ready, not_ready, ejected, readmitted, warning_started, warning_stopped, pool_exhausted, pool_fallback, admin_move, reload
 	Message string    `json:"message"`
 }
+
+// defaultEvents is how many events a Notifier's own ring keeps.
+const defaultEvents = 100
 
 // Events is a fixed-size ring of the most recent events. It is safe for concurrent use.
 type Events struct {
