@@ -87,7 +87,10 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		cfg = testConfig()
 	}
 	// No webhook is configured: alarms are listed, never posted.
-	notifier := alarms.New(alarms.Options{Config: cfg})
+	notifier, err := alarms.New(alarms.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(notifier.Close)
 	f.events = notifier.Events()
 	bal, err := balancer.New(balancer.Options{

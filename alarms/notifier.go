@@ -1,6 +1,7 @@
 package alarms
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -63,7 +64,10 @@ type Notifier struct {
 }
 
 // New builds a Notifier for a validated configuration.
-func New(o Options) *Notifier {
+func New(o Options) (*Notifier, error) {
+	if o.Config == nil {
+		return nil, errors.New("alarms: nil config")
+	}
 	o.Logger = defaults.Logger(o.Logger)
 	if o.Now == nil {
 		o.Now = time.Now
@@ -76,7 +80,7 @@ func New(o Options) *Notifier {
 		site: o.Config.Site, cfg: o.Config.Alarms,
 		lastAlarm: map[[3]string]time.Time{},
 		lastFall:  map[[3]string]time.Time{},
-	}
+	}, nil
 }
 
 // Update applies a reloaded configuration's alarms section.

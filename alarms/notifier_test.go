@@ -31,15 +31,19 @@ func (p *recordingPoster) Post(_ context.Context, _ string, body []byte) error {
 
 // testNotifier is a Notifier that posts to poster, deduplicating over a minute of a clock that
 // starts at a fixed time and moves only by advance.
-func testNotifier(poster *recordingPoster) (n *Notifier, advance func(time.Duration)) {
+func testNotifier(t *testing.T, poster *recordingPoster) (n *Notifier, advance func(time.Duration)) {
+	t.Helper()
 	cfg := &configs.Config{Site: "test", Alarms: configs.Alarms{Webhook: "http://127.0.0.1:1/alarm", DedupWindow: time.Minute}}
 	var clock sync.Mutex
 	now := time.Unix(5000, 0)
-	n = New(Options{Config: cfg, Poster: poster, Now: func() time.Time {
+	n, err := New(Options{Config: cfg, Poster: poster, Now: func() time.Time {
 		clock.Lock()
 		defer clock.Unlock()
 		return now
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return n, func(d time.Duration) {
 		clock.Lock()
 		defer clock.Unlock()
@@ -58,7 +62,7 @@ func kinds(n *Notifier) map[string]int {
 
 func TestPoolExhaustedAlarmDedup(t *testing.T) {
 	poster := &recordingPoster{failures: 1}
-	n, advance := testNotifier(poster)
+	n, advance := testNotifier(t, poster)
 	for range 5 {
 		n.Exhausted("pool-acme", "shop", "web", false)
 	}
@@ -83,7 +87,7 @@ func TestPoolExhaustedAlarmDedup(t *testing.T) {
 
 func TestFallbackNeverAlarms(t *testing.T) {
 	poster := &recordingPoster{}
-	n, _ := testNotifier(poster)
+	n, _ := testNotifier(t, poster)
 	for range 3 {
 		n.FellBack("pool-acme", "shop", "web")
 	}
@@ -98,7 +102,7 @@ func TestFallbackNeverAlarms(t *testing.T) {
 
 func TestStoreUnavailableAlarmDedup(t *testing.T) {
 	poster := &recordingPoster{}
-	n, advance := testNotifier(poster)
+	n, advance := testNotifier(t, poster)
 	n.StoreUnavailable("connection refused")
 	n.StoreUnavailable("connection refused again")
 	advance(2 * time.Minute)
@@ -130,7 +134,7 @@ func TestStoreUnavailableAlarmDedup(t *testing.T) {
 // A reload's alarms section applies to the next alarm: a webhook removed posts nothing.
 func TestUpdateAppliesTheNewWebhook(t *testing.T) {
 	poster := &recordingPoster{}
-	n, _ := testNotifier(poster)
+	n, _ := testNotifier(t, poster)
 	n.Update(&configs.Config{Site: "test", Alarms: configs.Alarms{DedupWindow: time.Minute}})
 	n.Exhausted("pool-acme", "shop", "web", false)
 	n.Close()
@@ -139,5 +143,11 @@ func TestUpdateAppliesTheNewWebhook(t *testing.T) {
 	}
 	if got := kinds(n)["pool_exhausted"]; got != 1 {
 		t.Fatalf("%d pool_exhausted events, want 1 (listed without a webhook)", got)
+	}
+}
+
+func TestNewRejectsNilConfig(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Fatal("New without a configuration: no error")
 	}
 }

@@ -177,7 +177,10 @@ func newEnv(t testing.TB, cfg *configs.Config, ready ...string) *env {
 func newEnvLogging(t testing.TB, cfg *configs.Config, alog *accesslog.Logger, ready ...string) *env {
 	t.Helper()
 	balReg := prometheus.NewRegistry()
-	notifier := alarms.New(alarms.Options{Config: cfg})
+	notifier, err := alarms.New(alarms.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(notifier.Close)
 	bal, err := balancer.New(balancer.Options{Config: cfg, Registerer: balReg, Observer: notifier, Events: notifier.Events()})
 	if err != nil {

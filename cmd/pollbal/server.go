@@ -119,7 +119,9 @@ func (s *server) registerMetrics() {
 func (s *server) buildPipeline(cfg *configs.Config, moves store.Moves) error {
 	var err error
 	s.events = alarms.NewEvents(recentEvents, nil)
-	s.alarms = alarms.New(alarms.Options{Config: cfg, Events: s.events, Logger: s.log})
+	if s.alarms, err = alarms.New(alarms.Options{Config: cfg, Events: s.events, Logger: s.log}); err != nil {
+		return err
+	}
 	s.bal, err = balancer.New(balancer.Options{
 		Config: cfg, Overrides: moves, Logger: s.log, Registerer: s.reg, Observer: s.alarms, Events: s.events,
 	})
