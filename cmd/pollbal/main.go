@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -109,6 +110,13 @@ func checkFiles(cfg *configs.Config) []string {
 	if e := cfg.Admin.Store.Etcd; e != nil {
 		problems = append(problems, store.CheckEtcdFiles(e)...)
 	}
+	if cfg.StateDir != "" {
+		if st, err := os.Stat(cfg.StateDir); err == nil && !st.IsDir() {
+			problems = append(problems, "state_dir: "+cfg.StateDir+" is not a directory")
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			problems = append(problems, "state_dir: "+err.Error())
+		}
+	}
 	return problems
 }
 
@@ -149,6 +157,9 @@ func run(args []string, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	usr2 := make(chan os.Signal, 1) // binary upgrade
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
 
 	srv, err := newServer(*path, log)
 	if err != nil {
@@ -157,7 +168,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if err := srv.run(ctx, hup); err != nil && !errors.Is(err, context.Canceled) {
+	if err := srv.run(ctx, hup, usr2); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("stopped with an error", "err", err)
 		return 1
 	}
