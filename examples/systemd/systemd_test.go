@@ -176,8 +176,8 @@ func TestSameListenAddr(t *testing.T) {
 }
 
 // TestConfigUsesTheUnitsCredentials checks that pollbal.yaml reads the token and the secret
-// from the copies the unit's LoadCredential= lines make, and keeps its state in the unit's
-// StateDirectory.
+// from the copies the unit's LoadCredential= lines make, and keeps its moves and its runtime
+// state in the unit's StateDirectory.
 func TestConfigUsesTheUnitsCredentials(t *testing.T) {
 	data, err := os.ReadFile(unitFile)
 	if err != nil {
@@ -208,6 +208,9 @@ func TestConfigUsesTheUnitsCredentials(t *testing.T) {
 	}
 	if !strings.HasPrefix(cfg.Admin.StateFile, "/var/lib/pollbal/") {
 		t.Errorf("admin.state_file = %q, want it in the unit's state directory /var/lib/pollbal/", cfg.Admin.StateFile)
+	}
+	if cfg.StateDir != "/var/lib/pollbal" {
+		t.Errorf("state_dir = %q, want the unit's state directory /var/lib/pollbal: a restart through the socket units should restore what the process knew", cfg.StateDir)
 	}
 	if !strings.Contains(unit, "ExecStartPre=/usr/local/bin/pollbal check -config /etc/pollbal/pollbal.yaml\n") {
 		t.Error("the unit does not run the full `pollbal check` (without -skip-files) before start")
