@@ -345,8 +345,12 @@ func (s *server) run(ctx context.Context, hup, usr2 <-chan os.Signal) error {
 		}
 	}
 	s.serve(errs)
-	if err := s.hand.Ready(); err != nil {
-		s.log.Warn("could not say that this process is ready", "err", err)
+	// Not when already told to stop: an old process waiting would hand over to a process on
+	// its way out.
+	if ctx.Err() == nil {
+		if err := s.hand.Ready(); err != nil {
+			s.log.Warn("could not say that this process is ready", "err", err)
+		}
 	}
 	reloadCtx, stopReloads := context.WithCancel(ctx)
 	defer stopReloads()
