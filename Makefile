@@ -7,7 +7,7 @@ BIN     ?= bin
 # how many updates each backend makes.
 DEMO_FLAGS ?=
 
-.PHONY: all build demo test vet lint bench bench-harness bench-accesslog bench-rate bench-bigbody bench-scale clean
+.PHONY: all build demo test vet lint bench bench-harness bench-accesslog bench-rate bench-bigbody bench-scale bench-upgrade clean
 
 all: build
 
@@ -75,6 +75,12 @@ SCALE_FLAGS ?= -pollbal pollbal=$(BIN)/pollbal
 bench-scale: build
 	$(GO) build -o $(BIN)/scale ./bench/scale
 	$(BIN)/scale $(SCALE_FLAGS)
+
+# Restarts and upgrades under load: wrk -c50 (short and 200 ms requests) while pollbal upgrades
+# ten times (SIGUSR2), restarts ten times on held sockets, then the same without state_dir;
+# prints socket errors and non-2xx answers per phase (about a minute; bench/upgrade.sh --help).
+bench-upgrade: build
+	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal BACKEND_BIN=$(CURDIR)/$(BIN)/example-backend bench/upgrade.sh
 
 clean:
 	rm -rf $(BIN)

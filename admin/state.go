@@ -1,6 +1,9 @@
 package admin
 
 import (
+	"os"
+	"time"
+
 	"pollbal/balancer"
 	"pollbal/warning"
 )
@@ -9,8 +12,12 @@ import (
 // each backend's warned flag and the groups of the last warning round, which the warning
 // tracker owns.
 type State struct {
-	Site     string               `json:"site"`
-	Version  string               `json:"version"`
+	Site    string `json:"site"`
+	Version string `json:"version"`
+	// PID is the serving process and Started when it started (RFC 3339): a binary upgrade
+	// shows as a new pid.
+	PID      int                  `json:"pid"`
+	Started  string               `json:"started"`
 	Ready    bool                 `json:"ready"`
 	Backends []BackendState       `json:"backends"`
 	Groups   []warning.GroupState `json:"groups"`
@@ -30,7 +37,7 @@ type BackendState struct {
 func (s *Server) state() State {
 	bs := s.bal.State()
 	st := State{
-		Site: bs.Site, Version: bs.Version, Ready: bs.Ready,
+		Site: bs.Site, Version: bs.Version, PID: os.Getpid(), Started: s.started.UTC().Format(time.RFC3339), Ready: bs.Ready,
 		Backends: make([]BackendState, len(bs.Backends)),
 		Groups:   s.warnings.Groups(),
 		Apps:     bs.Apps, Pools: bs.Pools, Events: bs.Events,

@@ -37,6 +37,9 @@ type BackendState struct {
 	Load      *LoadState `json:"load"`
 	Ejected   bool       `json:"ejected"`
 	LastCheck string     `json:"last_check"`
+	// Restored: the readiness shown came from a previous process's state, not from a check
+	// of this one yet.
+	Restored bool `json:"restored"`
 }
 
 // LoadState is a backend's load report in State.
@@ -87,7 +90,7 @@ func (b *Balancer) State() State {
 			ID: m.cfg.ID, Address: m.cfg.Address, Pool: m.pool, PoolSource: m.source,
 			Ready: h.Ready, Reason: h.Reason, Reports: h.Reports, Ignored: h.Ignored,
 			Capacity: int(m.capacity), InFlight: m.b.InFlight(), Ejected: m.b.Ejected(),
-			Limit: s.limit(m, h, now),
+			Limit: s.limit(m, h, now), Restored: h.Restored,
 		}
 		if l := m.b.Load(); h.Ready && l != nil && !reportStale(l.At, now, s.cfg.Poll.Interval) {
 			bs.Load = &LoadState{InFlight: l.InFlight, Capacity: l.Capacity, AgeMs: max(now.Sub(l.At).Milliseconds(), 0)}

@@ -80,6 +80,8 @@ poll:
   rise: 2
   max_backoff: 1m
   max_body: 1024
+  restore_max_age: 45s
+state_dir: /var/lib/pollbal
 warning:
   timeout: 250ms
   secret_file: /etc/pollbal/secret
@@ -144,11 +146,13 @@ access_log:
 		t.Fatal(err)
 	}
 	want := &Config{
-		Site:    "eu-west-1",
-		Listen:  "0.0.0.0:80",
-		Admin:   Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json", MaxConnections: 32},
-		Poll:    Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024},
-		Warning: Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
+		Site:   "eu-west-1",
+		Listen: "0.0.0.0:80",
+		Admin:  Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json", MaxConnections: 32},
+		Poll: Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024,
+			RestoreMaxAge: 45 * time.Second},
+		StateDir: "/var/lib/pollbal",
+		Warning:  Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
 		Proxy: Proxy{BackendTimeout: 90 * time.Second, MaxRequestBody: 2048, Retries: 0, EjectAfter: 0, EjectOn5xx: true,
 			TieBreak: TieBreakID, SlowStart: 20 * time.Second,
 			MaxConnections: 500, HeaderTimeout: 5 * time.Second, ClientTimeout: 20 * time.Second,

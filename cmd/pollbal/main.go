@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -113,6 +114,13 @@ func checkFiles(cfg *configs.Config) []string {
 	if err := checkAccessLog(cfg.AccessLog.Path); err != nil {
 		problems = append(problems, "access_log.path: "+err.Error())
 	}
+	if cfg.StateDir != "" {
+		if st, err := os.Stat(cfg.StateDir); err == nil && !st.IsDir() {
+			problems = append(problems, "state_dir: "+cfg.StateDir+" is not a directory")
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			problems = append(problems, "state_dir: "+err.Error())
+		}
+	}
 	return problems
 }
 
@@ -172,6 +180,9 @@ func run(args []string, stderr io.Writer) int {
 	// A closed standard output (access_log.path "-" into a pipe whose reader went away) must
 	// fail the write, which the access log counts, not end the process as SIGPIPE would.
 	signal.Ignore(syscall.SIGPIPE)
+	usr2 := make(chan os.Signal, 1) // binary upgrade
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
 
 	srv, err := newServer(*path, log)
 	if err != nil {
@@ -180,7 +191,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if err := srv.run(ctx, hup, usr1); err != nil && !errors.Is(err, context.Canceled) {
+	if err := srv.run(ctx, hup, usr1, usr2); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("stopped with an error", "err", err)
 		return 1
 	}

@@ -176,8 +176,8 @@ func TestSameListenAddr(t *testing.T) {
 }
 
 // TestConfigUsesTheUnitsCredentials checks that pollbal.yaml reads the token and the secret
-// from the copies the unit's LoadCredential= lines make, and keeps its state in the unit's
-// StateDirectory.
+// from the copies the unit's LoadCredential= lines make, and keeps its moves and its runtime
+// state in the unit's StateDirectory.
 func TestConfigUsesTheUnitsCredentials(t *testing.T) {
 	data, err := os.ReadFile(unitFile)
 	if err != nil {
@@ -217,6 +217,9 @@ func TestConfigUsesTheUnitsCredentials(t *testing.T) {
 		t.Errorf("access_log.path = %q, which the unit cannot write: want it under /var/log/pollbal/", p)
 	case !strings.Contains(unit, "\nLogsDirectory=pollbal\n"):
 		t.Errorf("access_log.path = %q, but the unit has no LogsDirectory=pollbal to create /var/log/pollbal", p)
+	}
+	if cfg.StateDir != "/var/lib/pollbal" {
+		t.Errorf("state_dir = %q, want the unit's state directory /var/lib/pollbal: a restart through the socket units should restore what the process knew", cfg.StateDir)
 	}
 	if !strings.Contains(unit, "ExecStartPre=/usr/local/bin/pollbal check -config /etc/pollbal/pollbal.yaml\n") {
 		t.Error("the unit does not run the full `pollbal check` (without -skip-files) before start")
