@@ -273,6 +273,7 @@ func targets(cfg *configs.Config) []poller.Target {
 func (s *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	s.log.Info("pollbal started", "version", version, "site", s.cfg.Site,
 		"listen", addr(s.proxyLn), "tls", addr(s.tlsLn), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends))
+	s.warnAbout(nil, s.cfg)
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	defer stopPoll()
 	errs := make(chan error, 4)
