@@ -1,9 +1,11 @@
 # pollbal — the two commands are `make demo` and `make test`; `make release`, `make install`
 # and `make image` package it (see "Installing" in README.md).
 GO      ?= go
-# What a build is stamped with (pollbal version): the tag at HEAD, else dev, and the commit
-# (with -dirty when the tree has changes). make release VERSION=v0.9.0 names a version.
-VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo dev)
+# What a build is stamped with (pollbal version, /api/state, the User-Agent of checks): the
+# latest v* tag as git describe says it (v0.9.0, or v0.9.0-3-gabc1234 after it), the commit
+# where there is no tag, dev outside git; and the commit, with -dirty when the tree has changes.
+# make release VERSION=v0.9.0 names a version.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell c=$$(git rev-parse --short HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; echo $$c; })
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN     ?= bin
