@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -60,12 +61,16 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 		return nil, fmt.Errorf("register balancer metrics: %w", err)
 	}
 	m.noApp = m.newRequestMetrics(noAppLabel)
+	// A request that matches no app is answered 404 no_app: that series is known from the
+	// start, so a dashboard of pollbal_requests_total shows 0, not "no data", until traffic.
+	m.noApp.child(http.StatusNotFound)
 	return m, nil
 }
 
 // resolveBackend resolves the per-backend counter children of rt (every error reason's
-// included, so each series exists from the start).
+// included, so each series exists from the start) and makes its ignored-reports series.
 func (m *metrics) resolveBackend(rt *Backend) {
+	m.ignored.WithLabelValues(rt.ID)
 	rt.full = m.full.WithLabelValues(rt.ID)
 	for r := range rt.errors {
 		rt.errors[r] = m.errors.WithLabelValues(rt.ID, ErrorReason(r).String())

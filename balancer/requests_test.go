@@ -2,12 +2,14 @@ package balancer
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
 )
@@ -136,5 +138,34 @@ func TestRemovedAppSeriesStayRemoved(t *testing.T) {
 	kept.Done(503, time.Millisecond)
 	if n := requestSeries(t, reg, "kept"); n != 2 {
 		t.Fatalf("%d series for the app that stayed, want 2", n)
+	}
+}
+
+// Issue 28: dashboard panels showed "no data" until a first event. The series whose labels
+// the configuration already fixes exist from the start, at 0: no-app requests (always 404)
+// and each backend's ignored reports; a backend that leaves takes its series with it.
+func TestSeriesKnownFromTheStart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b, err := New(Options{Config: cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}, {ID: "b2"}}),
+		Registerer: reg, Webhook: nopPoster{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	want := `
+# HELP pollbal_reports_ignored_total /pool answer lines dropped because they name a service the configuration does not declare.
+# TYPE pollbal_reports_ignored_total counter
+pollbal_reports_ignored_total{backend="b1"} 0
+pollbal_reports_ignored_total{backend="b2"} 0
+# HELP pollbal_requests_total Client requests answered, by app ("-" when no app matched) and status code.
+# TYPE pollbal_requests_total counter
+pollbal_requests_total{app="-",code="404"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "pollbal_reports_ignored_total", "pollbal_requests_total"); err != nil {
+		t.Fatal(err)
+	}
+	b.Update(cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}}))
+	if n := testutil.CollectAndCount(reg, "pollbal_reports_ignored_total"); n != 1 {
+		t.Errorf("%d pollbal_reports_ignored_total series after b2 left, want 1", n)
 	}
 }

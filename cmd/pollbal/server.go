@@ -337,6 +337,7 @@ func (s *server) run(ctx context.Context, hup, usr1, usr2 <-chan os.Signal) erro
 	s.log.Info("pollbal started", "version", version, "site", s.cfg.Site,
 		"listen", addr(s.proxyLn), "tls", addr(s.tlsLn), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends),
 		"sockets_from", orNone(s.hand.Inherited()))
+	s.warnAbout(nil, s.cfg)
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	defer stopPoll()
 	errs := make(chan error, 4)
