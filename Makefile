@@ -1,23 +1,43 @@
-# pollbal — the two commands are `make demo` and `make test`.
+# pollbal — the two commands are `make demo` and `make test`; `make release`, `make install`
+# and `make image` package it (see "Installing" in README.md).
 GO      ?= go
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# What a build is stamped with (pollbal version, /api/state, the User-Agent of checks): the
+# latest v* tag as git describe says it (v0.9.0, or v0.9.0-3-gabc1234 after it), the commit
+# where there is no tag, dev outside git; and the commit, with -dirty when the tree has changes.
+# make release VERSION=v0.9.0 names a version.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell c=$$(git rev-parse --short HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; echo $$c; })
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN     ?= bin
 # Extra flags for the demo program, e.g. DEMO_FLAGS="-timings fast -quiet"; DEMO_ROUNDS=N sets
 # how many updates each backend makes.
 DEMO_FLAGS ?=
 
-.PHONY: all build demo test vet lint bench bench-harness bench-accesslog bench-rate bench-bigbody bench-scale clean
+# make release: static binaries for these platforms, packed in DIST.
+PLATFORMS ?= linux/amd64 linux/arm64
+DIST      ?= dist
+# make install: DESTDIR/PREFIX/bin/pollbal and the rest (README.md, "Installing").
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SYSCONFDIR ?= /etc
+# make image: a FROM scratch image, built with podman or docker (the first that is installed).
+IMAGE  ?= pollbal
+ENGINE ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
+
+.PHONY: all build demo test vet lint bench bench-harness bench-accesslog bench-rate bench-bigbody bench-scale bench-upgrade clean \
+	man release install image image-test
 
 all: build
 
+# pollbal, the example backend, and pollbal-etcd (a local etcd for the README's walk-through).
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pollbal ./cmd/pollbal
 	$(GO) build -o $(BIN)/example-backend ./examples/backend
+	$(GO) build -o $(BIN)/pollbal-etcd ./cmd/pollbal-etcd
 
 # Example backends + pollbal + a rolling update you can watch (Ctrl-C stops everything).
 demo: build
-	$(GO) run ./scripts/demo -pollbal $(BIN)/pollbal -backend $(BIN)/example-backend $(DEMO_FLAGS)
+	DEMO_VIA_MAKE=1 $(GO) run ./scripts/demo -pollbal $(BIN)/pollbal -backend $(BIN)/example-backend $(DEMO_FLAGS)
 
 # vet, then every test (unit, end-to-end with real processes, browser, scripts) under -race,
 # then the allocation guards once more without -race (sync.Pool drops items under it).
@@ -33,9 +53,12 @@ test:
 	  echo "NOTE: the systemd unit test was SKIPPED: no systemd-analyze installed (apt-get install -y systemd)"
 	@command -v shellcheck >/dev/null 2>&1 || \
 	  echo "NOTE: the shellcheck tests were SKIPPED: no shellcheck installed (apt-get install -y shellcheck)"
+	@command -v groff >/dev/null 2>&1 || \
+	  echo "NOTE: the man page was not rendered: no groff installed (apt-get install -y groff-base man-db)"
 
+# gofmt lists the files it would change; any line fails the target (and is printed, whole).
 lint:
-	gofmt -l . | tee /dev/stderr | (! read)
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
@@ -76,5 +99,38 @@ bench-scale: build
 	$(GO) build -o $(BIN)/scale ./bench/scale
 	$(BIN)/scale $(SCALE_FLAGS)
 
+# Restarts and upgrades under load: wrk -c50 (short and 200 ms requests) while pollbal upgrades
+# ten times (SIGUSR2), restarts ten times on held sockets, then the same without state_dir;
+# prints socket errors and non-2xx answers per phase (about a minute; bench/upgrade.sh --help).
+bench-upgrade: build
+	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal BACKEND_BIN=$(CURDIR)/$(BIN)/example-backend bench/upgrade.sh
+
+# The man page, rendered by pollbal itself from its command definitions (pollbal help -man).
+man: build
+	$(BIN)/pollbal help -man > $(BIN)/pollbal.1
+
+# Static binaries (CGO_ENABLED=0, -trimpath) for PLATFORMS, stamped with VERSION and COMMIT,
+# each packed with its man page, LICENSE, README.md, docs, configs/pollbal.yaml and the systemd
+# units as DIST/pollbal-VERSION-linux-ARCH.tar.gz; DIST/SHA256SUMS lists them.
+# PLATFORMS=linux/amd64 builds one.
+release:
+	GO="$(GO)" release/release.sh "$(VERSION)" "$(COMMIT)" "$(DIST)" $(PLATFORMS)
+
+# Installs what a release tarball holds, built here (README.md, "Installing"); an existing
+# SYSCONFDIR/pollbal/pollbal.yaml is kept.
+install: man
+	GO="$(GO)" release/install.sh "$(BIN)" "$(DESTDIR)" "$(PREFIX)" "$(SYSCONFDIR)"
+
+# A FROM scratch image IMAGE:VERSION (and IMAGE:latest) holding the static binary, run as user
+# 65532 with the configuration mounted at /etc/pollbal/pollbal.yaml (release/Containerfile).
+image:
+	GO="$(GO)" release/image.sh build "$(ENGINE)" "$(IMAGE)" "$(VERSION)" "$(COMMIT)"
+
+# Builds the image, runs it on 127.0.0.1 ports with a mounted configuration in front of an
+# example backend, checks /healthz, a proxied request, its user and `pollbal version`; says
+# what failed and skips where no container engine can run containers.
+image-test: build
+	GO="$(GO)" release/image.sh test "$(ENGINE)" "$(IMAGE)" "$(VERSION)" "$(COMMIT)" "$(BIN)"
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"pollbal/configs"
+	"pollbal/internal/handover"
 	"pollbal/protocol"
 	"pollbal/store"
 )
@@ -24,6 +25,7 @@ const (
 	actionMove      = store.ActionMove
 	actionClear     = store.ActionClear
 	actionReload    = "reload"
+	actionUpgrade   = "upgrade"
 	actionUnknown   = "unknown"
 )
 
@@ -36,6 +38,8 @@ type call struct {
 	force  bool   // a reload with ?force=true, for the audit line
 	// revision is the shared store's revision of a committed move, for the audit line
 	revision int64
+	// pid is the new process of an upgrade, for the audit line
+	pid int
 }
 
 // result is an admin API answer: a status and a JSON body.
@@ -55,6 +59,8 @@ func route(path string) (c call, ok bool) {
 		return call{action: actionListPools, method: http.MethodGet}, true
 	case "/admin/reload":
 		return call{action: actionReload, method: http.MethodPost}, true
+	case "/admin/upgrade":
+		return call{action: actionUpgrade, method: http.MethodPost}, true
 	}
 	if rest, found := strings.CutPrefix(path, "/admin/backends/"); found {
 		if id, found := strings.CutSuffix(rest, "/pool"); found && id != "" && !strings.Contains(id, "/") {
@@ -88,6 +94,9 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.revision != 0 {
 		attrs = append(attrs, slog.Int64("revision", c.revision))
+	}
+	if c.pid != 0 {
+		attrs = append(attrs, slog.Int("pid", c.pid))
 	}
 	if c.action == actionReload && c.force {
 		attrs = append(attrs, slog.Bool("force", true))
@@ -141,6 +150,11 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, c *call, found
 		return s.move(r.Context(), c, body)
 	case actionClear:
 		return s.clear(r.Context(), c)
+	case actionUpgrade:
+		if r.URL.RawQuery != "" {
+			return fail(http.StatusBadRequest, "unknown query %q (POST /admin/upgrade takes none)", r.URL.RawQuery)
+		}
+		return s.doUpgrade(r.Context(), c)
 	default:
 		force, err := parseForce(r.URL.RawQuery)
 		if err != nil {
@@ -168,6 +182,24 @@ func (s *Server) doReload(ctx context.Context, force bool) result {
 		answer["forced"] = true
 	}
 	return result{code: http.StatusOK, body: answer}
+}
+
+// doUpgrade runs a binary upgrade and answers 200 with the new process's pid once it is
+// ready; 409 while another upgrade runs, after this process handed over, or before it is ready
+// itself; 500 with why when the new process failed (this one keeps serving).
+func (s *Server) doUpgrade(ctx context.Context, c *call) result {
+	if s.upgrade == nil {
+		return fail(http.StatusNotImplemented, "upgrade is not available")
+	}
+	pid, err := s.upgrade(ctx)
+	c.pid = pid // the new process, or the one that failed (0 when none started)
+	switch {
+	case errors.Is(err, handover.ErrUpgradeInProgress), errors.Is(err, handover.ErrHandedOver), errors.Is(err, handover.ErrNotReady):
+		return fail(http.StatusConflict, "%v", err)
+	case err != nil:
+		return fail(http.StatusInternalServerError, "%v; this process keeps serving", err)
+	}
+	return result{code: http.StatusOK, body: map[string]any{"status": "upgraded", "pid": pid}}
 }
 
 // reloadRejectedCode is the status of a rejected reload: 409 when the same file may be applied

@@ -58,6 +58,8 @@ type fixtureOptions struct {
 	stateFile string            // "" → a file in a fresh temp dir; "-" → in memory only
 	overrides map[string]string // initial overrides
 	reload    func(ctx context.Context, force bool) error
+	upgrade   func(ctx context.Context) (int, error)
+	started   time.Time
 	refresh   time.Duration
 	config    *configs.Config // nil → testConfig()
 	etcd      string          // an etcd endpoint: the moves live there; "" → in the state file
@@ -136,7 +138,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	}
 	f.srv, err = New(Options{
 		Balancer: bal, Warnings: f.warnings, Events: f.events, Version: "v1.2.3-test", Gatherer: f.reg, TokenFile: f.tokenFile, Store: moves,
-		Reload: o.reload, Logger: log, Refresh: o.refresh, Limits: o.limits, Registerer: f.reg,
+		Reload: o.reload, Upgrade: o.upgrade, Started: o.started, Logger: log, Refresh: o.refresh, Limits: o.limits, Registerer: f.reg,
 	})
 	if err != nil {
 		t.Fatal(err)

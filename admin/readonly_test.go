@@ -116,9 +116,9 @@ func TestStateHasEverySpecField(t *testing.T) {
 		object map[string]any
 		keys   []string
 	}{
-		{name: "top level", object: doc, keys: []string{"site", "version", "ready", "backends", "groups", "apps", "pools"}},
+		{name: "top level", object: doc, keys: []string{"site", "version", "pid", "started", "ready", "backends", "groups", "apps", "pools"}},
 		{name: "backends[0]", object: first("backends"), keys: []string{"id", "address", "pool", "pool_source", "ready", "reason",
-			"reports", "capacity", "in_flight", "ejected", "warned", "last_check"}},
+			"reports", "capacity", "in_flight", "ejected", "warned", "last_check", "restored"}},
 		{name: "backends[0].reports[0]", object: first("backends")["reports"].([]any)[0].(map[string]any), keys: []string{"service", "status", "version"}},
 		{name: "groups[0]", object: first("groups"), keys: []string{"pool", "service", "version", "serving", "leaving", "threshold", "warned"}},
 		{name: "apps[0]", object: first("apps"), keys: []string{"name", "service", "pool", "resolution", "allow_fallback_to_default", "candidates"}},

@@ -40,6 +40,11 @@ type Options struct {
 	// Reload is POST /admin/reload (same as SIGHUP; ?force=true passes force); nil → 501. A
 	// rejection's reason (configs.ReasonOf) is answered and audited.
 	Reload func(ctx context.Context, force bool) error
+	// Upgrade is POST /admin/upgrade (same as SIGUSR2): it returns the new process's pid once
+	// it is ready, or why not (the handover sentinels answer 409); nil → 501.
+	Upgrade func(ctx context.Context) (pid int, err error)
+	// Started is when the process started, shown in the state; zero means when New ran.
+	Started time.Time
 	// Limits bound the admin connections (Serve); a zero field means no limit.
 	Limits     Limits
 	Logger     *slog.Logger
@@ -61,6 +66,8 @@ type Server struct {
 	events   *alarms.Events
 	version  string
 	reload   func(ctx context.Context, force bool) error
+	upgrade  func(ctx context.Context) (int, error)
+	started  time.Time
 	log      *slog.Logger
 	refresh  time.Duration
 	page     *template.Template
@@ -105,7 +112,11 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bal: o.Balancer, warnings: o.Warnings, events: o.Events, version: o.Version, reload: o.Reload, log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
+	if o.Started.IsZero() {
+		o.Started = time.Now()
+	}
+	s := &Server{bal: o.Balancer, warnings: o.Warnings, events: o.Events, version: o.Version, reload: o.Reload, upgrade: o.Upgrade,
+		started: o.Started, log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
 	s.settings.Store(&settings{digest: digest, limits: o.Limits})
 	s.conns, err = newConns(func() Limits { return s.settings.Load().limits }, o.Logger, defaults.Registerer(o.Registerer))
 	if err != nil {

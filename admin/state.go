@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"os"
 	"time"
 
 	"pollbal/alarms"
@@ -13,8 +14,12 @@ import (
 // read path gives it, each backend's warned flag and the groups of the last warning round,
 // which the warning tracker owns, and the recent events.
 type State struct {
-	Site     string               `json:"site"`
-	Version  string               `json:"version"`
+	Site    string `json:"site"`
+	Version string `json:"version"`
+	// PID is the serving process and Started when it started (RFC 3339): a binary upgrade
+	// shows as a new pid.
+	PID      int                  `json:"pid"`
+	Started  string               `json:"started"`
 	Ready    bool                 `json:"ready"`
 	Backends []BackendState       `json:"backends"`
 	Groups   []warning.GroupState `json:"groups"`
@@ -42,7 +47,10 @@ type BackendState struct {
 	Load      *LoadState `json:"load"`
 	Ejected   bool       `json:"ejected"`
 	LastCheck string     `json:"last_check"`
-	Warned    bool       `json:"warned"` // the last warning round warned it
+	// Restored: the readiness shown came from a previous process's state, not from a check
+	// of this one yet.
+	Restored bool `json:"restored"`
+	Warned   bool `json:"warned"` // the last warning round warned it
 }
 
 // LoadState is a backend's load report in State.
@@ -82,6 +90,8 @@ func (s *Server) state() State {
 	st := State{
 		Site:     snap.Config().Site,
 		Version:  s.version,
+		PID:      os.Getpid(),
+		Started:  s.started.UTC().Format(time.RFC3339),
 		Ready:    s.bal.Ready(),
 		Backends: make([]BackendState, 0, len(members)),
 		Groups:   s.warnings.Groups(),
@@ -109,7 +119,7 @@ func backendState(m balancer.Member, now time.Time, warned bool) BackendState {
 		ID: b.ID, Address: b.Address, Pool: m.Pool, PoolSource: m.PoolSource,
 		Ready: h.Ready, Reason: h.Reason, Reports: h.Reports, Ignored: h.Ignored,
 		Capacity: int(m.Capacity), InFlight: b.InFlight(), Limit: m.Limit, Ejected: b.Ejected(),
-		Warned: warned,
+		Restored: h.Restored, Warned: warned,
 	}
 	if l := m.Load; l != nil {
 		bs.Load = &LoadState{InFlight: l.InFlight, Capacity: l.Capacity, AgeMs: max(now.Sub(l.At).Milliseconds(), 0)}

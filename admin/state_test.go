@@ -7,6 +7,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/internal/testproc"
+	"pollbal/protocol"
 )
 
 // A request queued for a slot shows in its pool's "queued", in /api/state and in GET
@@ -69,5 +70,40 @@ func TestStateShowsQueuedRequests(t *testing.T) {
 	}
 	if q := queued("/api/state", st.Pools); q["default"] != 0 {
 		t.Errorf("/api/state queued %v after the request was served, want none", q)
+	}
+}
+
+// A backend whose readiness came from a previous process's state shows "restored": true in
+// /api/state, as ready as it was, until its first check; the others show false.
+func TestStateShowsRestoredBackends(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	saved := balancer.Runtime{ID: "web-1", Address: "127.0.0.1:10001", Health: balancer.Health{
+		Ready: true, Checked: time.Now(), Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}},
+	}}
+	if n := f.bal.Restore([]balancer.Runtime{saved}); n != 1 {
+		t.Fatalf("restored %d backends, want 1", n)
+	}
+	restored := func() map[string]BackendState {
+		t.Helper()
+		var st State
+		if err := json.Unmarshal([]byte(f.do(t, "GET", "/api/state", "", "").body), &st); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]BackendState{}
+		for _, b := range st.Backends {
+			out[b.ID] = b
+		}
+		return out
+	}
+	got := restored()
+	if b := got["web-1"]; !b.Restored || !b.Ready {
+		t.Errorf("web-1 after the restore: restored %v, ready %v; want both", b.Restored, b.Ready)
+	}
+	if b := got["web-2"]; b.Restored || b.Ready {
+		t.Errorf("web-2, which had no saved state: restored %v, ready %v; want neither", b.Restored, b.Ready)
+	}
+	f.markReady("web-1")
+	if b := restored()["web-1"]; b.Restored || !b.Ready {
+		t.Errorf("web-1 after its first check: restored %v, ready %v; want ready, not restored", b.Restored, b.Ready)
 	}
 }

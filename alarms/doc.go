@@ -11,7 +11,8 @@
 // number in flight), so that raising an alarm never delays a request. Nothing here imports the
 // balancer, the store or the proxy: they do not know who listens.
 //
-// Events is the ring itself; the balancer (ready, not_ready, ejected, readmitted, admin_move),
+// Events is the ring itself; the balancer (ready, not_ready, ejected, readmitted, admin_move,
+// restored),
 // the warning tracker (warning_started, warning_stopped), the store and the reload path add to
 // it through their own one-method Events ports, and admin reads it for /api/state and the page.
 package alarms

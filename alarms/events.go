@@ -8,7 +8,7 @@ import (
 // Event is one entry of the recent-event log shown on the status page.
 type Event struct {
 	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"` // ready, not_ready, ejected, readmitted, warning_started, warning_stopped, pool_exhausted, pool_fallback, admin_move, reload, store, store_unavailable
+	Kind    string    `json:"kind"` // ready, not_ready, ejected, readmitted, restored, warning_started, warning_stopped, pool_exhausted, pool_fallback, admin_move, reload, store, store_unavailable
 	Message string    `json:"message"`
 }
 

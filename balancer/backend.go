@@ -20,6 +20,9 @@ type Health struct {
 	// ReadySince is when the backend last became ready after a check that found it not ready;
 	// zero when it has been ready since its first check (slow start does not apply then).
 	ReadySince time.Time
+	// Restored: this health was restored from a previous process's state (Restore); the
+	// first check replaces it.
+	Restored bool
 }
 
 // Backend is the runtime state of one configured backend (id and address) that outlives

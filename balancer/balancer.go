@@ -28,7 +28,7 @@ type Options struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Observer   Observer         // optional; hears exhausted pools and fallbacks (the alarms)
-	Events     Events           // optional; where ready, not_ready, ejected, readmitted and admin_move are noted
+	Events     Events           // optional; where ready, not_ready, ejected, readmitted, admin_move and restored are noted
 	Now        func() time.Time // optional; default time.Now
 }
 

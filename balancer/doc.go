@@ -9,7 +9,8 @@
 // pool_exhausted is counted and raised; exhausted pools and fallbacks go out to an Observer
 // (the alarms) and the changes the status page lists to Events. The warning round reads the
 // ready members through EachReady; readers use the quiet read path (read.go), which takes no
-// lease and raises nothing. The package never imports poller, warning, alarms, proxy or admin
+// lease and raises nothing. What a previous process knew arrives once, before the first check,
+// through Restore (runtime.go): it writes the backends' cells and publishes a new snapshot. The package never imports poller, warning, alarms, proxy or admin
 // (imports_test.go).
 //
 // Snapshots. The request path reads one immutable Snapshot through an atomic pointer; it is

@@ -60,8 +60,9 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 }
 
 // resolveBackend resolves the per-backend counter children of rt (every error reason's
-// included, so each series exists from the start).
+// included, so each series exists from the start) and makes its ignored-reports series.
 func (m *metrics) resolveBackend(rt *Backend) {
+	m.ignored.WithLabelValues(rt.ID)
 	rt.full = m.full.WithLabelValues(rt.ID)
 	for r := range rt.errors {
 		rt.errors[r] = m.errors.WithLabelValues(rt.ID, ErrorReason(r).String())

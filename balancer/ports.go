@@ -10,11 +10,12 @@ import (
 //
 //	in:  Observation  a check result, from the poller's sink          (Balancer.Observe)
 //	in:  Result       what one forward learned, from the proxy        (Balancer.Report)
+//	in:  Runtime      a previous process's state, once at start       (Balancer.Restore)
 //	out: Observer     exhausted pools and fallbacks, to the alarms    (Options.Observer)
 //	out: Events       changes the status page lists                   (Options.Events)
 //
 // Everything else a caller does is a read (Snapshot, Members, Pools, EachReady, ConfirmAfter,
-// QueueLength) or a lease it takes and releases (Acquire, Wait, Lease.Release).
+// QueueLength, Runtime) or a lease it takes and releases (Acquire, Wait, Lease.Release).
 
 // Observation is one check result for one backend, as the poller reports it.
 type Observation struct {
@@ -78,7 +79,7 @@ type Observer interface {
 }
 
 // Events is where the balancer notes the changes the status page lists: ready, not_ready,
-// ejected, readmitted and admin_move.
+// ejected, readmitted, admin_move and restored.
 type Events interface {
 	Add(kind, message string)
 }

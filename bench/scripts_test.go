@@ -14,7 +14,7 @@ import (
 )
 
 // scripts are run; lib.sh is sourced by run.sh and rate.sh, so it is checked but not executable.
-var scripts = []string{"run.sh", "rate.sh", "setup.sh", "pollbal.sh", "bigbody.sh"}
+var scripts = []string{"run.sh", "rate.sh", "setup.sh", "pollbal.sh", "bigbody.sh", "upgrade.sh"}
 
 func TestScriptsParse(t *testing.T) {
 	if out, err := exec.Command("bash", "-n", "lib.sh").CombinedOutput(); err != nil {
@@ -371,6 +371,40 @@ func TestRateReport(t *testing.T) {
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks\n%s\ngot:\n%s", want, report)
+		}
+	}
+}
+
+// TestUpgradeHelpAndBadSettings checks that upgrade.sh --help prints its whole header comment
+// (the line range in the script follows the comment's length) and that a bad knob stops it,
+// naming the knob, before it builds or starts anything.
+func TestUpgradeHelpAndBadSettings(t *testing.T) {
+	out, err := exec.Command("./upgrade.sh", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("upgrade.sh --help: %v\n%s", err, out)
+	}
+	help := string(out)
+	for _, want := range []string{"UPGRADES", "RESTARTS", "sockethold", "SIGUSR2", "non-2xx", "127.0.0.1 only", "quiet window"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("upgrade.sh --help does not mention %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "set -E") {
+		t.Errorf("upgrade.sh --help prints code past the header comment:\n%s", help)
+	}
+	for _, tc := range []struct {
+		env  string
+		want string
+	}{
+		{"UPGRADES=ten", "UPGRADES must be a whole number"},
+		{"SLOW_EVERY=0", "need SLOW_EVERY >= 1"},
+		{"PHASES=upgrade reboot", "unknown phase 'reboot'"},
+	} {
+		cmd := exec.Command("./upgrade.sh")
+		cmd.Env = append(os.Environ(), tc.env)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("upgrade.sh with %s: %v, %q; want a refusal naming %q", tc.env, err, out, tc.want)
 		}
 	}
 }

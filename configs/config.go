@@ -22,6 +22,10 @@ type Config struct {
 	Fleet    Fleet              `yaml:"fleet"`
 	TLS      TLS                `yaml:"tls"`
 
+	// StateDir is where the runtime state (readiness, reports, load reports, ejections,
+	// warnings) is kept across restarts and upgrades; "" keeps none.
+	StateDir string `yaml:"state_dir"`
+
 	// AccessLog says whether and how every request is recorded.
 	AccessLog AccessLog `yaml:"access_log"`
 }
@@ -70,6 +74,8 @@ type Poll struct {
 	Rise       int           `yaml:"rise"`
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 	MaxBody    int           `yaml:"max_body"`
+	// RestoreMaxAge is how old a runtime state in StateDir may be to be restored at start.
+	RestoreMaxAge time.Duration `yaml:"restore_max_age"`
 }
 
 // Warning configures the POST /pool_warning sender.

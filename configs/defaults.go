@@ -13,6 +13,7 @@ const (
 	defaultPollRise       = 1
 	defaultPollMaxBackoff = 5 * time.Second
 	defaultPollMaxBody    = 4096
+	defaultRestoreMaxAge  = 30 * time.Second
 	defaultWarningTimeout = 500 * time.Millisecond
 	defaultBackendTimeout = 30 * time.Second
 	defaultMaxRequestBody = 10 << 20
@@ -63,6 +64,8 @@ func Default() *Config {
 			Rise:       defaultPollRise,
 			MaxBackoff: defaultPollMaxBackoff,
 			MaxBody:    defaultPollMaxBody,
+
+			RestoreMaxAge: defaultRestoreMaxAge,
 		},
 		Warning: Warning{Timeout: defaultWarningTimeout},
 		Proxy: Proxy{

@@ -162,3 +162,61 @@ func TestProblemsSplitsJoinedErrors(t *testing.T) {
 		})
 	}
 }
+
+// Issue 28: yaml.v3 names the line before the true one for the errors of its parser (an
+// unclosed `[` on line 6 was reported at line 5), and no line when that is the first.
+func TestParseSyntaxErrorLines(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want string
+	}{
+		{name: "unclosed flow list before the next key (the issue's case)",
+			doc:  "site: test\nservices:\n  web: {}\napps:\n  - name: shop\n    hosts: [\"*\"\nbackends: []\n",
+			want: "yaml: line 6: did not find expected ',' or ']'"},
+		{name: "unclosed flow list on the last line",
+			doc:  "site: test\nservices:\n  web: {}\napps:\n  - name: shop\n    hosts: [\"*\"\n",
+			want: "yaml: line 6: did not find expected ',' or ']'"},
+		{name: "unclosed flow list on the first line",
+			doc:  "listen: [a, b\n\n\nadmin: {}\n",
+			want: "yaml: line 1: did not find expected ',' or ']'"},
+		{name: "unclosed flow mapping",
+			doc:  "site: test\nservices: {web: {}\napps: []\n",
+			want: "yaml: line 2: did not find expected ',' or '}'"},
+		{name: "a list item where a key belongs",
+			doc:  "site: test\nservices:\n  web: {}\n - x\n",
+			want: "yaml: line 4: did not find expected key"},
+		{name: "a list item in a nested mapping (yaml names where that mapping began)",
+			doc:  "site: test\nservices:\n  web: {}\n  api: {}\n  - x\n",
+			want: "yaml: line 5: did not find expected key"},
+		{name: "a list item in a nested mapping after a flow list over three lines",
+			doc:  "site: test\napps:\n  - name: shop\n    hosts: [a.example,\n      b.example,\n      c.example]\n    service: web\n    - x\n",
+			want: "yaml: line 8: did not find expected key"},
+		{name: "an unclosed flow list over several lines",
+			doc:  "site: test\napps:\n  - name: shop\n    hosts: [a.example,\n      b.example\nbackends: []\n",
+			want: "yaml: line 4: did not find expected ',' or ']'"},
+		{name: "a flow list cut by a block list",
+			doc:  "site: test\napps:\n  - name: x\n    hosts: [\"*\",\n  - name: y\n",
+			want: "yaml: line 5: did not find expected node content"},
+		{name: "a stray bracket on the first line (yaml names no line)",
+			doc:  "site: [a]]\n",
+			want: "yaml: line 1: did not find expected key"},
+		{name: "a scanner error keeps yaml's line, which is right",
+			doc:  "site: test\nlisten: \"127.0.0.1:80\nadmin: {}\n",
+			want: "yaml: line 2: found unexpected end of stream"},
+		{name: "a key without a colon (scanner)",
+			doc:  "site: test\nservices:\n  web: {}\n  bad\napps: []\n",
+			want: "yaml: line 4: could not find expected ':'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got, want := err.Error(), "parse config: "+tt.want; got != want {
+				t.Fatalf("error = %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -94,7 +94,7 @@ func decodeStrict(data []byte, out any) (err error) {
 		return errMultipleDocuments
 	case !errors.Is(nextErr, io.EOF):
 		// One problem, not two: the second document is what is wrong, whatever else it holds.
-		return fmt.Errorf("%w: %v", errMultipleDocuments, nextErr)
+		return fmt.Errorf("%w: %v", errMultipleDocuments, syntaxError(data, nextErr))
 	}
 	return err
 }

@@ -80,6 +80,8 @@ poll:
   rise: 2
   max_backoff: 1m
   max_body: 1024
+  restore_max_age: 45s
+state_dir: /var/lib/pollbal
 warning:
   timeout: 250ms
   secret_file: /etc/pollbal/secret
@@ -144,11 +146,13 @@ access_log:
 		t.Fatal(err)
 	}
 	want := &Config{
-		Site:    "eu-west-1",
-		Listen:  "0.0.0.0:80",
-		Admin:   Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json", MaxConnections: 32},
-		Poll:    Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024},
-		Warning: Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
+		Site:   "eu-west-1",
+		Listen: "0.0.0.0:80",
+		Admin:  Admin{Listen: "127.0.0.1:81", TokenFile: "/etc/pollbal/token", StateFile: "/var/lib/pollbal/state.json", MaxConnections: 32},
+		Poll: Poll{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond, Fall: 3, Rise: 2, MaxBackoff: time.Minute, MaxBody: 1024,
+			RestoreMaxAge: 45 * time.Second},
+		StateDir: "/var/lib/pollbal",
+		Warning:  Warning{Timeout: 250 * time.Millisecond, SecretFile: "/etc/pollbal/secret"},
 		Proxy: Proxy{BackendTimeout: 90 * time.Second, MaxRequestBody: 2048, Retries: 0, EjectAfter: 0, EjectOn5xx: true,
 			TieBreak: TieBreakID, SlowStart: 20 * time.Second,
 			MaxConnections: 500, HeaderTimeout: 5 * time.Second, ClientTimeout: 20 * time.Second,
@@ -322,18 +326,71 @@ func TestParseListShapes(t *testing.T) {
 
 func TestParseUnknownKeys(t *testing.T) {
 	tests := []problemCase{
-		{name: "top level", doc: baseYAML + "sites: eu\n", want: []string{"sites: unknown key (line 14)"}},
-		{name: "in a section", doc: baseYAML + "poll:\n  intervall: 2s\n", want: []string{"poll.intervall: unknown key (line 15)"}},
+		{name: "top level", doc: baseYAML + "sites: eu\n", want: []string{"sites: unknown key (line 14): did you mean site?"}},
+		{name: "in a section", doc: baseYAML + "poll:\n  intervall: 2s\n", want: []string{"poll.intervall: unknown key (line 15): did you mean interval?"}},
 		{name: "in a nested section", doc: baseYAML + "alarms:\n  dedup_window: 1m\n  webhok: http://x\n",
-			want: []string{"alarms.webhok: unknown key (line 16)"}},
+			want: []string{"alarms.webhok: unknown key (line 16): did you mean webhook?"}},
 		{name: "in a service", doc: "site: test\nservices:\n  web:\n    threshold: 2\n",
 			want: []string{"services.web.threshold: unknown key (line 4)"}},
 		{name: "in an app", doc: "site: test\nservices: {web: {}}\napps:\n  - name: shop\n    hosts: [a.b]\n    fallback: true\n",
 			want: []string{"apps[0].fallback: unknown key (line 6)"}},
 		{name: "in a backend", doc: "site: test\nservices: {web: {}}\nbackends:\n  - address: 127.0.0.1:9003\n    capcity: 3\n",
-			want: []string{"backends[0].capcity: unknown key (line 5)"}},
+			want: []string{"backends[0].capcity: unknown key (line 5): did you mean capacity?"}},
+		// Issue 28: unknown keys named no near miss.
+		{name: "a letter left out", doc: baseYAML + "proxy:\n  queue_timout: 1s\n",
+			want: []string{"proxy.queue_timout: unknown key (line 15): did you mean queue_timeout?"}},
+		{name: "two letters swapped, under the etcd store", doc: baseYAML + "admin:\n  store:\n    etcd:\n      endpionts: [127.0.0.1:2379]\n",
+			want: []string{"admin.store.etcd.endpionts: unknown key (line 17): did you mean endpoints?", "admin.store.etcd.endpoints: at least one endpoint (host:port) required"}},
+		{name: "upper case", doc: baseYAML + "Site: x\n",
+			want: []string{"Site: unknown key (line 14): did you mean site?"}},
+		{name: "a key of another section is not suggested", doc: baseYAML + "poll:\n  retries: 2\n",
+			want: []string{"poll.retries: unknown key (line 15)"}},
+		{name: "too far from every key", doc: baseYAML + "proxy:\n  queue: 10\n",
+			want: []string{"proxy.queue: unknown key (line 15)"}},
 	}
 	checkProblems(t, "", tests)
+}
+
+func TestNearestKey(t *testing.T) {
+	known := []string{"timeout", "interval", "fall", "rise", "max_body", "max_backoff"}
+	for _, tc := range []struct {
+		word, want string
+	}{
+		{word: "timout", want: "timeout"},
+		{word: "timeuot", want: "timeout"},
+		{word: "intrval", want: "interval"},
+		{word: "max_bdy", want: "max_body"},
+		{word: "max_b", want: ""},   // a third of 5 is 1: max_body and max_backoff are too far
+		{word: "fal", want: "fall"}, // three letters allow one edit
+		{word: "fl", want: ""},      // two letters allow none
+		{word: "max_bodyy", want: "max_body"},
+		{word: "retries", want: ""},
+		{word: "mux_body", want: "max_body"},
+	} {
+		got, _ := nearestKey(tc.word, known)
+		if got != tc.want {
+			t.Errorf("nearestKey(%q) = %q, want %q", tc.word, got, tc.want)
+		}
+	}
+	// Two keys equally near: neither is suggested.
+	if got, ok := nearestKey("fast", []string{"last", "east"}); ok {
+		t.Errorf("nearestKey(fast, [last east]) = %q, want no suggestion", got)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"a", "", 1}, {"", "ab", 2}, {"same", "same", 0},
+		{"queue_timout", "queue_timeout", 1}, {"ab", "ba", 1}, {"abc", "acb", 1},
+		{"kitten", "sitting", 3}, {"ca", "abc", 3},
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
 }
 
 func TestParseBackendUnknownKeyKeepsOtherProblems(t *testing.T) {
@@ -346,7 +403,7 @@ backends:
     capcity: 3
 `))
 	wantProblems(t, err,
-		"backends[1].capcity: unknown key (line 7)",
+		"backends[1].capcity: unknown key (line 7): did you mean capacity?",
 		"backends[1].address: missing port (line 6)",
 	)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,8 @@ func (c *Config) validateTop(p *problemList) {
 	atLeast(p, "poll.fall", c.Poll.Fall, 1)
 	atLeast(p, "poll.rise", c.Poll.Rise, 1)
 	atLeast(p, "poll.max_body", c.Poll.MaxBody, 1)
+	positive(p, "poll.restore_max_age", c.Poll.RestoreMaxAge)
+	c.validateStateDir(p)
 
 	positive(p, "warning.timeout", c.Warning.Timeout)
 
@@ -333,5 +336,33 @@ func (c *Config) validateBackends(p *problemList) {
 			p.add(path+".pool", "%q must match %s", b.Pool, poolGrammar)
 		}
 		checkOwner(p, path+".owner", b.Owner)
+	}
+}
+
+// RuntimeStateName is the file in state_dir that holds the runtime state.
+const RuntimeStateName = "runtime.json"
+
+// RuntimeStatePath is where the runtime state is kept: RuntimeStateName in state_dir, "" when
+// state_dir is "" (none is kept).
+func (c *Config) RuntimeStatePath() string {
+	if c.StateDir == "" {
+		return ""
+	}
+	return filepath.Join(c.StateDir, RuntimeStateName)
+}
+
+// validateStateDir checks state_dir: empty (off), or a path that is not also where admin moves
+// are kept. Whether the directory can be written is checked where it is used (pollbal check,
+// start).
+func (c *Config) validateStateDir(p *problemList) {
+	if c.StateDir == "" {
+		return
+	}
+	if strings.ContainsRune(c.StateDir, 0) {
+		p.add("state_dir", "must not contain a NUL byte")
+		return
+	}
+	if c.Admin.StateFile != "" && filepath.Clean(c.Admin.StateFile) == filepath.Clean(c.RuntimeStatePath()) {
+		p.add("admin.state_file", "must not be %s in state_dir, where the runtime state is kept", RuntimeStateName)
 	}
 }

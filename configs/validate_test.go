@@ -66,6 +66,13 @@ func TestValidateRules(t *testing.T) {
 		{name: "poll fall zero", mutate: func(c *Config) { c.Poll.Fall = 0 }, want: []string{"poll.fall: must be >= 1 (got 0)"}},
 		{name: "poll rise negative", mutate: func(c *Config) { c.Poll.Rise = -1 }, want: []string{"poll.rise: must be >= 1 (got -1)"}},
 		{name: "poll max_body zero", mutate: func(c *Config) { c.Poll.MaxBody = 0 }, want: []string{"poll.max_body: must be >= 1 (got 0)"}},
+		{name: "poll restore_max_age negative", mutate: func(c *Config) { c.Poll.RestoreMaxAge = -time.Second }, want: []string{"poll.restore_max_age: must be > 0 (got -1s)"}},
+		{name: "state_dir off", mutate: func(c *Config) { c.StateDir = "" }},
+		{name: "state_dir set", mutate: func(c *Config) { c.StateDir = "/var/lib/pollbal"; c.Admin.StateFile = "/var/lib/pollbal/state.json" }},
+		{name: "admin state_file is the runtime state file", mutate: func(c *Config) {
+			c.StateDir = "/var/lib/pollbal/"
+			c.Admin.StateFile = "/var/lib/pollbal/runtime.json"
+		}, want: []string{"admin.state_file: must not be runtime.json in state_dir, where the runtime state is kept"}},
 
 		{name: "warning timeout zero", mutate: func(c *Config) { c.Warning.Timeout = 0 },
 			want: []string{"warning.timeout: must be > 0 (got 0s)"}},
@@ -280,6 +287,7 @@ func TestValidateDoesNotPanic(t *testing.T) {
 			"poll.fall: must be >= 1 (got 0)",
 			"poll.rise: must be >= 1 (got 0)",
 			"poll.max_body: must be >= 1 (got 0)",
+			"poll.restore_max_age: must be > 0 (got 0s)",
 			"warning.timeout: must be > 0 (got 0s)",
 			"proxy.backend_timeout: must be > 0 (got 0s)",
 			"proxy.max_request_body: must be >= 1 (got 0)",

@@ -53,8 +53,8 @@ func TestArchitectureImports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not the product: examples, tools and tests' helpers, and this package.
-	outside := []string{"examples", "scripts", "bench", "internal", "docs"}
+	// Not the product: examples, tools and tests' helpers, packaging, and this package.
+	outside := []string{"examples", "scripts", "bench", "internal", "release", "docs"}
 	for _, e := range entries {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || slices.Contains(outside, e.Name()) {
 			continue

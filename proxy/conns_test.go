@@ -233,7 +233,9 @@ func shutdownInFlight(t *testing.T, p *Proxy, g *slowGate, inFlight *rawClient, 
 	}
 }
 
-func TestShutdownClosesQuietConnectionsAtOnce(t *testing.T) {
+// Shutdown closes the connections without a request in flight within a second: one with
+// half-sent headers at once, an idle keep-alive once it has been idle for drainGrace.
+func TestShutdownClosesQuietConnections(t *testing.T) {
 	g := newSlowGate()
 	e, _ := limitsEnv(t, g.handle, func(*configs.Proxy) {})
 	inFlight := dialRaw(t, e.ln, nil)
@@ -251,8 +253,39 @@ func TestShutdownClosesQuietConnectionsAtOnce(t *testing.T) {
 	shutdownInFlight(t, e.p, g, inFlight, func() {
 		for name, rc := range map[string]*rawClient{"idle keep-alive": idle, "half-sent headers": halfSent} {
 			if elapsed, rest := waitClosed(t, rc.c, rc.br); rest != "" || elapsed > time.Second {
-				t.Errorf("%s connection: closed after %s with %q, want a silent close at once", name, elapsed, rest)
+				t.Errorf("%s connection: closed after %s with %q, want a silent close within 1 s", name, elapsed, rest)
 			}
+		}
+	})
+}
+
+// Regression: a shutdown (or the end of a binary upgrade) closed idle keep-alive connections at
+// once, and a client at full speed, whose next request was already on its way, got a reset
+// instead of an answer. A keep-alive connection that sends its next request within drainGrace
+// of the shutdown gets it answered, with Connection: close, and is closed after the answer.
+func TestShutdownAnswersAKeepAliveClientsNextRequest(t *testing.T) {
+	g := newSlowGate()
+	e, _ := limitsEnv(t, g.handle, func(*configs.Proxy) {})
+	inFlight := dialRaw(t, e.ln, nil)
+	g.sendSlow(t, inFlight)
+	ka := dialRaw(t, e.ln, nil)
+	const req = "GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"
+	if r := ka.exchange(req); r.code != 200 || r.headers["connection"] == "close" {
+		t.Fatalf("answer before the shutdown: %v, want 200 kept alive", r)
+	}
+	shutdownInFlight(t, e.p, g, inFlight, func() {
+		testproc.WaitFor(t, 10*time.Second, "the listener to stop accepting", func() bool {
+			c, err := e.ln.Dial()
+			if err == nil {
+				_ = c.Close()
+			}
+			return err != nil
+		})
+		if r := ka.exchange(req); r.code != 200 || r.headers["connection"] != "close" {
+			t.Errorf("next request during the shutdown: %v, want 200 with Connection: close", r)
+		}
+		if _, rest := waitClosed(t, ka.c, ka.br); rest != "" {
+			t.Errorf("after the answer with Connection: close: %q, want the connection closed", rest)
 		}
 	})
 }

@@ -44,7 +44,11 @@ type listener struct {
 	closed    *latch.Latch // set by Close
 	closeOnce sync.Once
 	kick      chan struct{} // asks the scanner for a scan now (Shutdown)
-	scans     atomic.Uint64 // scans done (tests wait on it)
+	scans     atomic.Uint64 // scans done (tests and Shutdown wait on it)
+	// served is how many connections fasthttp served (not hijacked) after the last scan's
+	// closes; scanEnded is set once the scanner has returned (no connection left).
+	served    atomic.Int64
+	scanEnded atomic.Bool
 
 	// The accepting goroutine's own.
 	lastLog time.Time

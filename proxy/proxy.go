@@ -166,13 +166,16 @@ func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
 	return nil
 }
 
-// Shutdown stops accepting connections, closes at once every one without a request in flight
-// (idle keep-alives and half-sent headers), and waits until the requests in flight have been
-// answered or ctx ends (then it returns ctx's error and those requests still finish in the
-// background). Responses written during shutdown carry "Connection: close". Upgraded
-// (WebSocket) connections get the same wait and are closed when ctx ends. Teardown order:
-// listeners, quiet client connections, the others as their request ends, upgraded
-// connections, then idle backend connections; the scanners and the backend-timeout watchdog end by themselves once no
+// Shutdown stops accepting connections and drains the ones open: a request in flight is
+// answered with "Connection: close"; a connection holding part of a request (half-sent
+// headers, a TLS handshake) is closed at once; one that sent nothing since it opened or since
+// its last answer is closed once it has been so for drainGrace, so that a keep-alive client's
+// next request already on its way is answered rather than cut (see drainGrace). Shutdown
+// returns once every connection is gone, or when ctx ends (then with ctx's error, and the
+// requests still in flight finish in the background). Upgraded (WebSocket) connections get
+// the same wait and are closed when ctx ends. Teardown order: listeners, client connections
+// as they go quiet or their request ends, upgraded connections, then idle backend
+// connections; the scanners and the backend-timeout watchdog end by themselves once no
 // connection is left.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.stopping.Store(true)
@@ -181,15 +184,13 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	lns := p.serveLns
 	p.mu.Unlock()
 	for _, l := range lns {
-		l.wake() // the scan sees stopping: quiet connections are closed now
+		_ = l.Close() // stop accepting; the scan this asks for sees stopping
 	}
+	p.waitServed(ctx, lns)
 
+	// Nothing is left for the server (unless ctx ended): it stops at once. Its own way closes
+	// idle connections without a grace, so it comes last.
 	err := p.srv.ShutdownWithContext(ctx)
-	// A Serve that had not handed its listener to the server yet when the server stopped would
-	// otherwise accept forever.
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
 	// Upgraded connections are no longer the server's: they get the rest of ctx, then are closed.
 	if uerr := p.upgrades.drain(ctx); uerr != nil && err == nil {
 		err = uerr
@@ -203,6 +204,35 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		p.log.Debug("proxy listener close", "error", err)
 	}
 	return nil
+}
+
+// waitServed waits until no listener has a connection the server still serves (the scanners
+// close them as Shutdown says), or ctx ends. A listener counts once two of its scans have
+// ended since stopping was set: the first may have begun before it.
+func (p *Proxy) waitServed(ctx context.Context, lns []*listener) {
+	marks := make([]uint64, len(lns))
+	for i, l := range lns {
+		marks[i] = l.scans.Load()
+	}
+	tick := time.NewTicker(drainTick / 5)
+	defer tick.Stop()
+	for {
+		done := true
+		for i, l := range lns {
+			if !l.scanEnded.Load() && (l.scans.Load() < marks[i]+2 || l.served.Load() > 0) {
+				done = false
+				break
+			}
+		}
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // connState follows a client connection through fasthttp's states, for the client timeouts.

@@ -23,6 +23,17 @@ func requestsTotal(t testing.TB, reg prometheus.Gatherer, app, code string) floa
 	return 0
 }
 
+// requestsCounted is the sum of every pollbal_requests_total series: the requests counted as
+// answered. A series can exist at 0 (requests matching no app have theirs from the start).
+func requestsCounted(t testing.TB, reg prometheus.Gatherer) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, m := range family(t, reg, "pollbal_requests_total") {
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
+}
+
 // seriesOf counts the series of the metric name the registry exposes for app ("" for every app).
 func seriesOf(t testing.TB, reg prometheus.Gatherer, name, app string) int {
 	t.Helper()

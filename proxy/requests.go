@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -139,6 +140,9 @@ func newRequestMetrics(bal *balancer.Balancer, reg prometheus.Registerer) (*requ
 		}, []string{"app"}),
 	}}
 	r.noApp = r.vecs.newApp(noAppLabel)
+	// A request that matches no app is answered 404 no_app: that series is known from the
+	// start, so a dashboard of pollbal_requests_total shows 0, not "no data", until traffic.
+	r.noApp.child(http.StatusNotFound)
 	r.gone = &appRequests{vecs: &r.vecs, duration: discard{}, retired: true}
 	r.t.Store(&requestTable{})
 	r.rebuild()

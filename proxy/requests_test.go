@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/balancer"
 	"pollbal/configs"
@@ -131,5 +133,21 @@ func TestRemovedAppSeriesStayRemoved(t *testing.T) {
 	r.of(snap, snap.AppByName("kept")).Done(503, time.Millisecond)
 	if n := seriesOf(t, reg, "pollbal_requests_total", "kept") + seriesOf(t, reg, "pollbal_request_duration_seconds", "kept"); n != 2 {
 		t.Fatalf("%d series for the app that stayed, want 2", n)
+	}
+}
+
+// Issue 28: dashboard panels showed "no data" until a first event. Requests that match no app
+// are always answered 404, so that series exists from the start, at 0, and an app's series
+// only once it answered.
+func TestNoAppSeriesKnownFromTheStart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newRequestTable(t, testConfig([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:1"}}), reg)
+	want := `
+# HELP pollbal_requests_total Client requests answered, by app ("-" when no app matched) and status code.
+# TYPE pollbal_requests_total counter
+pollbal_requests_total{app="-",code="404"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "pollbal_requests_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -25,7 +25,23 @@ const (
 	cutClient             // no byte moved for client_timeout during a request: close
 	cutIdle               // keep-alive connection idle for idle_timeout: close
 	closeQuiet            // shutting down and no request in flight: close
+	keepDraining          // shutting down, no request in flight yet, within drainGrace: keep for now
 )
+
+// drainGrace is how long, while shutting down, a connection that has sent nothing since it
+// opened or since its last answer is kept before it is closed. A keep-alive client at full
+// speed sends its next request as soon as it reads an answer; that request may be on its way
+// (or in the socket's buffer, unread) at the moment the connection looks idle, and closing it
+// then loses the request: the client sees a reset or an early close, not an answer. Kept a
+// little longer, the request arrives, is answered with "Connection: close", and the client
+// reconnects (to the new process after an upgrade, or to the socket's backlog under systemd).
+// A connection quiet for longer is a client that is done. It is far below the 1 s in which a
+// shutdown with nothing in flight must end.
+const drainGrace = 300 * time.Millisecond
+
+// drainTick is how often each scanner looks at its connections while shutting down: a quiet
+// connection is closed at most this long after its grace.
+const drainTick = 25 * time.Millisecond
 
 // Scan ticks: a tenth of the shortest timeout, within these bounds. A connection is cut at
 // least its timeout after the state began, and at most one tick later.
@@ -53,6 +69,11 @@ func scanTick(lim clientLimits) time.Duration {
 // The header phase is timed as a whole (bytes trickling in do not extend it), and a request
 // waiting on its backend (no Read or Write under way) is backend_timeout's business, not the
 // client's.
+//
+// While stopping, a connection with a request in flight is kept (its answer closes it); one
+// holding part of a request (a half-sent header block, a TLS handshake under way) is closed at
+// once; one that has sent nothing since it opened or since its last answer is closed once it
+// has been so for drainGrace (see there), and kept until then.
 func judgeClient(rec record, phase, io uint64, now time.Duration, lim clientLimits, stopping bool) (record, verdict) {
 	kind := phase & phaseMask
 	if phase != rec.phase || (kind == phaseBusy && io != rec.io) {
@@ -63,8 +84,12 @@ func judgeClient(rec record, phase, io uint64, now time.Duration, lim clientLimi
 	switch kind {
 	case phaseHeader:
 		switch {
-		case stopping:
+		case stopping && requestBegun(phase, io):
 			return rec, closeQuiet
+		case stopping && elapsed >= drainGrace:
+			return rec, closeQuiet
+		case stopping:
+			return rec, keepDraining
 		case lim.header > 0 && elapsed >= lim.header && io&ioWriting != 0:
 			return rec, cutHeaderMute
 		case lim.header > 0 && elapsed >= lim.header:
@@ -72,8 +97,10 @@ func judgeClient(rec record, phase, io uint64, now time.Duration, lim clientLimi
 		}
 	case phaseIdle:
 		switch {
-		case stopping:
+		case stopping && elapsed >= drainGrace:
 			return rec, closeQuiet
+		case stopping:
+			return rec, keepDraining
 		case lim.idle > 0 && elapsed >= lim.idle:
 			return rec, cutIdle
 		}
@@ -85,9 +112,19 @@ func judgeClient(rec record, phase, io uint64, now time.Duration, lim clientLimi
 	return rec, keepConn
 }
 
+// requestBegun says, for a connection in the header phase with the phase and I/O words phase
+// and io, whether bytes of a request have arrived: the phase moved on before (it only comes
+// back to the header phase when a request's first bytes arrive), or, on a new connection, a
+// Read has ended (a Read that ends with nothing read is an error that closes the connection).
+// On a TLS connection those bytes may be the handshake's.
+func requestBegun(phase, io uint64) bool {
+	return phase>>phaseBits != 0 || io>>ioBits >= 2
+}
+
 // scanLoop runs the listener's scanner until the listener is closed and its last connection
-// is gone.
+// is gone. While the proxy shuts down it scans every drainTick.
 func (l *listener) scanLoop() {
+	defer l.scanEnded.Store(true)
 	t := time.NewTimer(scanTick(l.limits()))
 	defer t.Stop()
 	var cut []cutConn // reused by every scan
@@ -100,7 +137,11 @@ func (l *listener) scanLoop() {
 		if cut, more = l.scan(cut[:0]); !more {
 			return
 		}
-		t.Reset(scanTick(l.limits()))
+		if l.p.stopping.Load() {
+			t.Reset(drainTick)
+		} else {
+			t.Reset(scanTick(l.limits()))
+		}
 	}
 }
 
@@ -119,15 +160,22 @@ func (l *listener) scan(cut []cutConn) ([]cutConn, bool) {
 	lim := l.limits()
 	stopping := l.p.stopping.Load()
 	now := l.p.clock.now()
+	served := 0 // connections fasthttp still serves: all but the hijacked ones
 	l.mu.Lock()
 	for _, c := range l.conns {
 		var v verdict
-		if c.rec, v = judgeClient(c.rec, c.phase.Load(), c.io.Load(), now, lim, stopping); v != keepConn {
+		phase := c.phase.Load()
+		if phase&phaseMask != phaseHijacked {
+			served++
+		}
+		if c.rec, v = judgeClient(c.rec, phase, c.io.Load(), now, lim, stopping); v != keepConn && v != keepDraining {
 			cut = append(cut, cutConn{c, v, c.rec.since})
 		}
 	}
 	more := len(l.conns) > 0 || !l.closed.IsSet()
 	l.mu.Unlock()
+	// The ones cut below are closed before this scan counts as done.
+	l.served.Store(int64(served - len(cut)))
 	for i, k := range cut {
 		l.cut(k.c, k.v, k.since)
 		cut[i] = cutConn{}

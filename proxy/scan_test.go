@@ -41,9 +41,17 @@ func TestJudgeClient(t *testing.T) {
 		{name: "busy with progress since the last scan", rec: record{phase: busy, io: writing, since: 0}, phase: busy, io: writing + 2*ioStep, now: 60 * s, lim: lim, wantSince: 60 * s, want: keepConn},
 		{name: "busy waiting on the backend is not the client's fault", rec: record{phase: busy, io: quiet, since: 0}, phase: busy, io: quiet, now: time.Hour, lim: lim, want: keepConn},
 		{name: "hijacked connections are not timed", rec: record{phase: hijack, io: reading, since: 0}, phase: hijack, io: reading, now: time.Hour, lim: lim, want: keepConn},
-		{name: "stopping closes an idle connection at once", rec: record{phase: idle, since: 0}, phase: idle, now: s, lim: lim, stopping: true, want: closeQuiet},
+		{name: "stopping closes a connection idle for the drain grace", rec: record{phase: idle, since: 0}, phase: idle, now: drainGrace, lim: lim, stopping: true, want: closeQuiet},
+		{name: "stopping closes a connection idle since long at once", rec: record{phase: idle, since: 0}, phase: idle, now: s, lim: lim, stopping: true, want: closeQuiet},
+		{name: "stopping keeps a connection idle for less than the grace: its next request may be on its way", rec: record{phase: idle, since: 0}, phase: idle, io: reading, now: drainGrace - 1, lim: lim, stopping: true, want: keepDraining},
+		{name: "stopping times a connection that just went idle from now", rec: record{phase: idle, since: 0}, phase: idle + 3*phaseStep, now: 10 * s, lim: lim, stopping: true, wantSince: 10 * s, want: keepDraining},
 		{name: "stopping closes half-sent headers at once", rec: record{phase: header, since: 0}, phase: header, io: reading, now: s, lim: lim, stopping: true, want: closeQuiet},
+		{name: "stopping closes half-sent headers seen first now at once", rec: record{phase: idle, since: 0}, phase: header, io: reading, now: s, lim: lim, stopping: true, wantSince: s, want: closeQuiet},
+		{name: "stopping closes a new connection whose first bytes arrived at once", rec: record{phase: 0, since: 0}, phase: 0, io: 3*ioStep | ioReading, now: 10 * time.Millisecond, lim: lim, stopping: true, want: closeQuiet},
+		{name: "stopping keeps a new connection that sent nothing yet for the grace", rec: record{phase: 0, since: 0}, phase: 0, io: ioStep | ioReading, now: drainGrace - 1, lim: lim, stopping: true, want: keepDraining},
+		{name: "stopping closes a new connection that sent nothing for the grace", rec: record{phase: 0, since: 0}, phase: 0, io: ioStep | ioReading, now: drainGrace, lim: lim, stopping: true, want: closeQuiet},
 		{name: "stopping waits for a request in flight", rec: record{phase: busy, io: quiet, since: 0}, phase: busy, io: quiet, now: s, lim: lim, stopping: true, want: keepConn},
+		{name: "stopping leaves hijacked connections alone", rec: record{phase: hijack, io: reading, since: 0}, phase: hijack, io: reading, now: s, lim: lim, stopping: true, want: keepConn},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,7 +59,8 @@ type Sender struct {
 	secret   []byte
 	inFlight map[flightKey]bool
 	state    map[string]string // last logged delivery state per backend; absent = ok
-	failed   map[string]bool   // backends with a pollbal_warning_errors_total series
+	counted  map[string]bool   // backends with a pollbal_warning_errors_total series
+	groups   map[groupKey]bool // groups with a pollbal_warnings_sent_total series
 	keep     map[string]bool   // the backends to record; nil: every one (see Retain)
 	closed   bool
 	wg       sync.WaitGroup
@@ -102,7 +103,8 @@ func NewSender(o SenderOptions) (*Sender, error) {
 		secret:   slices.Clone(o.Secret),
 		inFlight: make(map[flightKey]bool),
 		state:    make(map[string]string),
-		failed:   make(map[string]bool),
+		counted:  make(map[string]bool),
+		groups:   make(map[groupKey]bool),
 	}
 	if err := metric.Register(o.Registerer, s.sent, s.errs); err != nil {
 		return nil, fmt.Errorf("new warning sender: register metrics: %w", err)
@@ -136,10 +138,32 @@ func (s *Sender) Retain(keep map[string]bool) {
 			delete(s.state, id)
 		}
 	}
-	for id := range s.failed {
+	for id := range s.counted {
 		if !keep[id] {
 			s.errs.DeleteLabelValues(id)
-			delete(s.failed, id)
+			delete(s.counted, id)
+		}
+	}
+	// The backends kept are known: their error series exist from now on, at 0 until a failure.
+	for id := range s.keep {
+		if !s.counted[id] {
+			s.errs.WithLabelValues(id)
+			s.counted[id] = true
+		}
+	}
+}
+
+// Expect makes the pollbal_warnings_sent_total series of each group that can be warned (its
+// threshold is above 0), at 0 until a warning is sent: a group is known once a round has seen
+// it, and a dashboard then shows that nothing was sent rather than no data.
+func (s *Sender) Expect(groups []Group) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range groups {
+		k := groupKey{g.Pool, g.Service, g.Version}
+		if g.Threshold > 0 && !s.groups[k] {
+			s.sent.WithLabelValues(g.Pool, g.Service, g.Version)
+			s.groups[k] = true
 		}
 	}
 }
@@ -191,7 +215,7 @@ func (s *Sender) post(t Target, timeout time.Duration, secret []byte) {
 	}
 	if err != nil {
 		s.errs.WithLabelValues(t.Backend).Inc()
-		s.failed[t.Backend] = true
+		s.counted[t.Backend] = true
 	}
 	prev, ok := s.state[t.Backend]
 	if !ok {

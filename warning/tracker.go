@@ -86,6 +86,7 @@ func NewTracker(o TrackerOptions) (*Tracker, error) {
 		warned:  map[string]bool{},
 	}
 	t.configure(o.Config)
+	sender.Retain(t.known)
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(t); err != nil {
 			return nil, fmt.Errorf("new warning tracker: register metrics: %w", err)
@@ -162,6 +163,7 @@ func (t *Tracker) Round() {
 	if t.events != nil && len(stopped) > 0 {
 		t.events.Add("warning_stopped", fmt.Sprintf("no longer warning %s", strings.Join(stopped, ", ")))
 	}
+	t.sender.Expect(groups)
 	t.sender.Send(targets)
 }
 

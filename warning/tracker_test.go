@@ -343,3 +343,28 @@ func TestNewTrackerErrors(t *testing.T) {
 		})
 	}
 }
+
+// Issue 28: the warning panels showed "no data" until a first warning. Every configured
+// backend has its error series from the start, and every group that can be warned its sent
+// series from the first round that sees it, at 0.
+func TestTrackerSeriesExistBeforeAnyWarning(t *testing.T) {
+	f := newTrackerFixture(t, trackerConfig("a", "b", "c"))
+	for _, id := range []string{"a", "b", "c"} {
+		if !hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": id}) {
+			t.Errorf("no pollbal_warning_errors_total{backend=%s} at start", id)
+		}
+	}
+	group := map[string]string{"pool": "p", "service": "web", "version": "v1"}
+	if hasSeries(t, f.reg, "pollbal_warnings_sent_total", group) {
+		t.Fatal("a sent series for a group no round has seen")
+	}
+	// Three serving at threshold 2: nobody is warned, and the group is known.
+	f.members.set(web("a", closedAddr(t), protocol.Serving), web("b", closedAddr(t), protocol.Serving), web("c", closedAddr(t), protocol.Serving))
+	f.round()
+	if f.tr.Warned("a") || f.tr.Warned("b") || f.tr.Warned("c") {
+		t.Fatal("a backend was warned: the scene is wrong")
+	}
+	if !hasSeries(t, f.reg, "pollbal_warnings_sent_total", group) || counter(t, f.reg, "pollbal_warnings_sent_total", group) != 0 {
+		t.Error("no pollbal_warnings_sent_total series at 0 for the group the round saw")
+	}
+}

@@ -4,12 +4,20 @@ package main
 // clone (no ../shared) and nothing on the machine but Go and the module cache.
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"debug/elf"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -127,7 +135,9 @@ func TestShippedYAMLPassesCheck(t *testing.T) {
 }
 
 // TestFreshClone clones the repository and runs there what a newcomer runs first that needs no
-// network: `make build`, `pollbal version`, and `pollbal check` on every shipped YAML file.
+// network: `make build`, `pollbal version`, and `pollbal check` on every shipped YAML file; then
+// what a release is made of: `make release` for this machine's platform, and the tarball's
+// binary, configuration and man page, unpacked.
 func TestFreshClone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a clone; skipped with -short")
@@ -136,20 +146,30 @@ func TestFreshClone(t *testing.T) {
 		t.Skip("make not installed")
 	}
 	dir := cloneRepo(t)
-	build := exec.Command("make", "build")
-	build.Dir = dir
 	// Offline: a clone must build from the module cache alone, with no ../shared beside it.
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOPROXY=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("make build in a fresh clone: %v\n%s", err, out)
+	offline := append(os.Environ(), "GOFLAGS=-mod=readonly", "GOPROXY=off")
+	runMake := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("make", args...)
+		cmd.Dir = dir
+		cmd.Env = offline
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make %s in a fresh clone: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
+	runMake("build")
+	head, err := exec.Command("git", "-C", dir, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := strings.TrimSpace(string(head))
 	version := exec.Command(filepath.Join(dir, "bin", "pollbal"), "version")
 	out, err := version.Output()
-	if err != nil || !regexp.MustCompile(`^pollbal \S+\n$`).Match(out) {
-		t.Fatalf("bin/pollbal version: %v %q, want `pollbal <version>`", err, out)
+	if err != nil || !versionRe.Match(out) {
+		t.Fatalf("bin/pollbal version: %v %q, want `pollbal VERSION (commit COMMIT, GOVERSION)`", err, out)
 	}
-	if strings.Contains(string(out), "pollbal dev") {
-		t.Errorf("make build did not stamp the version: %q", out)
+	if !strings.Contains(string(out), " (commit "+commit+", ") || strings.HasPrefix(string(out), "pollbal dev ") {
+		t.Errorf("make build did not stamp the version and the commit %s: %q", commit, out)
 	}
 	// The other commands the README and bench/README.md show that need neither network nor
 	// root: their help, from the clone.
@@ -159,6 +179,7 @@ func TestFreshClone(t *testing.T) {
 	}{
 		{cmd: []string{"bin/pollbal", "-h"}, want: "pollbal check -config FILE [-skip-files]"},
 		{cmd: []string{"bin/example-backend", "-h"}, want: "usage: example-backend"},
+		{cmd: []string{"bin/pollbal-etcd", "-h"}, want: "usage: pollbal-etcd"},
 		{cmd: []string{"bench/run.sh", "--help"}, want: "PROXY_CMD"},
 		{cmd: []string{"scripts/pollbal-update.sh", "--help"}, want: "Usage: pollbal-update.sh"},
 	} {
@@ -170,4 +191,167 @@ func TestFreshClone(t *testing.T) {
 		}
 	}
 	checkShipped(t, dir)
+
+	const release = "v0.0.0-clonetest"
+	runMake("release", "VERSION="+release, "PLATFORMS=linux/"+runtime.GOARCH)
+	checkRelease(t, filepath.Join(dir, "dist"), release, commit)
+}
+
+// checkRelease checks what make release left in dist for this machine's platform: the
+// tarball SHA256SUMS lists, holding a static binary stamped with version and commit that
+// checks the shipped configurations, the man page (rendered where man or groff is installed),
+// the license, the README and the systemd units.
+func checkRelease(t *testing.T, dist, version, commit string) {
+	t.Helper()
+	name := "pollbal-" + version + "-linux-" + runtime.GOARCH
+	tarball := filepath.Join(dist, name+".tar.gz")
+	data, err := os.ReadFile(tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%x  %s.tar.gz\n", sha256.Sum256(data), name); string(sums) != want {
+		t.Errorf("SHA256SUMS = %q, want %q", sums, want)
+	}
+	root := t.TempDir()
+	files := untar(t, data, root)
+	for _, f := range []string{"pollbal", "pollbal.1", "LICENSE", "README.md", "pollbal.yaml", "docs/configuration.md",
+		"systemd/pollbal.service", "systemd/pollbal.socket", "systemd/pollbal-admin.socket", "systemd/pollbal.yaml"} {
+		if !slices.Contains(files, name+"/"+f) {
+			t.Errorf("%s lacks %s; it holds %q", filepath.Base(tarball), f, files)
+		}
+	}
+	dir := filepath.Join(root, name)
+	bin := filepath.Join(dir, "pollbal")
+	if dynamic := dynamicELF(t, bin); dynamic != "" {
+		t.Errorf("the released binary is not static: %s", dynamic)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pollbal %s (released): %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	want := fmt.Sprintf("pollbal %s (commit %s, %s)\n", version, commit, runtime.Version())
+	if got := run("version"); got != want {
+		t.Errorf("released pollbal version = %q, want %q", got, want)
+	}
+	// The commented reference names no file; the systemd one names the unit's credentials and
+	// state directory, which exist only on the host it is written for: -skip-files.
+	if got := run("check", "-config", "pollbal.yaml"); got != "ok\n" {
+		t.Errorf("check -config pollbal.yaml = %q, want ok", got)
+	}
+	if got := run("check", "-skip-files", "-config", "systemd/pollbal.yaml"); !strings.HasPrefix(got, "ok") {
+		t.Errorf("check -skip-files -config systemd/pollbal.yaml = %q, want ok", got)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "pollbal.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := run("help", "-man"); string(page) != want {
+		t.Errorf("pollbal.1 is not what the released binary renders (pollbal help -man)")
+	}
+	var render *exec.Cmd
+	if man, err := exec.LookPath("man"); err == nil {
+		render = exec.Command(man, "-P", "cat", "-l", "pollbal.1")
+	} else if groff, err := exec.LookPath("groff"); err == nil {
+		render = exec.Command(groff, "-man", "-Tutf8", "-P-cbou", "pollbal.1")
+	} else {
+		t.Log("neither man nor groff is installed (Debian: man-db, groff-base): pollbal.1 was not rendered")
+		return
+	}
+	render.Dir = dir
+	render.Env = append(os.Environ(), "MANWIDTH=100")
+	rendered, err := render.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", strings.Join(render.Args, " "), err)
+	}
+	text := regexp.MustCompile(".\b").ReplaceAllString(string(rendered), "") // overstrike bold
+	for _, want := range []string{"pollbal check -config FILE [-skip-files]", "-log-format", "EXIT STATUS"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s does not show %q:\n%s", strings.Join(render.Args, " "), want, text)
+		}
+	}
+}
+
+// untar writes the gzipped tar data under dir and returns the names of its regular files.
+func untar(t *testing.T, data []byte, dir string) []string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var files []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if !strings.HasPrefix(path, dir+string(filepath.Separator)) {
+			t.Fatalf("tarball entry %q leaves its directory", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			if h.Uid != 0 || h.Gid != 0 {
+				t.Errorf("%s belongs to %d:%d, want 0:0", h.Name, h.Uid, h.Gid)
+			}
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, os.FileMode(h.Mode)&0o777)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(f, tr); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			files = append(files, h.Name)
+		default:
+			t.Errorf("tarball entry %q is neither a file nor a directory", h.Name)
+		}
+	}
+}
+
+// dynamicELF says why the ELF binary at path is dynamically linked ("" when it is static):
+// it names a program interpreter or shared libraries.
+func dynamicELF(t *testing.T, path string) string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "it has a program interpreter (PT_INTERP)"
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		return fmt.Sprintf("it needs %q", libs)
+	}
+	return ""
+}
+
+func TestDynamicELF(t *testing.T) {
+	true_, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1), a dynamically linked program, to look at")
+	}
+	if why := dynamicELF(t, true_); why == "" {
+		t.Errorf("dynamicELF(%s) says it is static", true_)
+	}
 }

@@ -147,9 +147,21 @@ func startPollbal(t testing.TB, cfg string) *instance {
 // /readyz answers 200.
 func (in *instance) run(t testing.TB, name string) {
 	t.Helper()
-	in.Proc = testproc.Start(t, name, testproc.Options{}, bins.pollbal, "run", "-config", in.cfgPath)
-	in.WaitFor(t, 15*time.Second, name+" /readyz", func() bool {
-		resp, err := http.Get("http://" + in.admin + "/readyz")
+	in.start(t, name, testproc.Options{}, "/readyz", bins.pollbal, "run", "-config", in.cfgPath)
+}
+
+// start runs bin with args (pollbal on in's config file, or a launcher that runs it) with
+// opts, and returns once GET path on the admin listener answers 200: "/readyz" for a pollbal
+// that is ready, "/healthz" for one that serves but may still be waiting for its first check
+// round.
+func (in *instance) start(t testing.TB, name string, opts testproc.Options, path, bin string, args ...string) {
+	t.Helper()
+	in.Proc = testproc.Start(t, name, opts, bin, args...)
+	// A timeout: on a socket someone else holds (socket activation) a GET waits in the backlog
+	// for as long as pollbal is not serving.
+	c := &http.Client{Timeout: 5 * time.Second}
+	in.WaitFor(t, 15*time.Second, name+" "+path, func() bool {
+		resp, err := c.Get("http://" + in.admin + path)
 		if err != nil {
 			return false
 		}
@@ -180,14 +192,17 @@ func (in *instance) metrics(t testing.TB) string {
 type apiState struct {
 	Site     string `json:"site"`
 	Ready    bool   `json:"ready"`
+	PID      int    `json:"pid"`
+	Started  string `json:"started"`
 	Backends []struct {
-		ID      string `json:"id"`
-		Pool    string `json:"pool"`
-		Ready   bool   `json:"ready"`
-		Reason  string `json:"reason"`
-		Warned  bool   `json:"warned"`
-		Ejected bool   `json:"ejected"`
-		Reports []struct {
+		ID       string `json:"id"`
+		Pool     string `json:"pool"`
+		Ready    bool   `json:"ready"`
+		Restored bool   `json:"restored"`
+		Reason   string `json:"reason"`
+		Warned   bool   `json:"warned"`
+		Ejected  bool   `json:"ejected"`
+		Reports  []struct {
 			Service, Status, Version string
 		} `json:"reports"`
 	} `json:"backends"`

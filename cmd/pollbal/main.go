@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -15,17 +15,9 @@ import (
 	"pollbal/accesslog"
 	"pollbal/admin"
 	"pollbal/configs"
+	"pollbal/internal/cmdline"
 	"pollbal/store"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
-const usage = `usage:
-  pollbal run -config FILE [-log-format text|json] [-log-level debug|info|warn|error] [-cpuprofile FILE]
-  pollbal check -config FILE [-skip-files]
-  pollbal version
-`
 
 func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
@@ -33,48 +25,54 @@ func main() {
 
 func realMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		usageProgram().Help(stderr)
 		return 2
 	}
 	switch args[0] {
 	case "version", "-version", "--version":
-		fmt.Fprintf(stdout, "pollbal %s\n", version)
-		return 0
+		return printVersion(args[1:], stdout, stderr)
 	case "check":
 		return check(args[1:], stdout, stderr)
 	case "run":
-		return run(args[1:], stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
+		return run(args[1:], stdout, stderr)
+	case "help":
+		return help(args[1:], stdout, stderr)
+	case "-h", "-help", "--help":
+		usageProgram().Help(stdout)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "pollbal: unknown command %q\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "pollbal: unknown command %q\n\n", args[0])
+		usageProgram().Help(stderr)
 		return 2
 	}
 }
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file")
-	skipFiles := fs.Bool("skip-files", false, "do not read the files the configuration names (admin.token_file, admin.state_file,\n"+
-		"warning.secret_file, the tls.certificates, the admin.store.etcd files) nor open access_log.path: for checking a\n"+
-		"configuration away from the host it is written for; pollbal run always reads and opens them")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	var o checkOptions
+	if err := parseArgs(checkCommand(&o), args, stdout, stderr); err != nil {
+		return cmdline.ExitCode(err)
 	}
-	if *path == "" {
+	if o.config == "" {
 		fmt.Fprintln(stderr, "pollbal check: -config is required")
 		return 2
 	}
-	cfg, err := configs.Load(*path)
+	cfg, err := configs.Load(o.config)
 	if err != nil {
 		for _, p := range configs.Problems(err) {
 			fmt.Fprintln(stdout, p)
 		}
 		return 1
 	}
-	if *skipFiles {
+	if unserved := configs.Unserved(cfg); len(unserved) > 0 {
+		for _, p := range configs.Problems(configs.JoinProblems(unserved...)) {
+			fmt.Fprintln(stdout, p)
+		}
+		return 1
+	}
+	if w := configs.AdminExposure(cfg); w != "" {
+		fmt.Fprintln(stderr, "warning: "+w)
+	}
+	if o.skipFiles {
 		fmt.Fprintln(stdout, "ok (the files it names were not read: -skip-files)")
 		return 0
 	}
@@ -113,6 +111,13 @@ func checkFiles(cfg *configs.Config) []string {
 	if err := checkAccessLog(cfg.AccessLog.Path); err != nil {
 		problems = append(problems, "access_log.path: "+err.Error())
 	}
+	if cfg.StateDir != "" {
+		if st, err := os.Stat(cfg.StateDir); err == nil && !st.IsDir() {
+			problems = append(problems, "state_dir: "+cfg.StateDir+" is not a directory")
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			problems = append(problems, "state_dir: "+err.Error())
+		}
+	}
 	return problems
 }
 
@@ -129,18 +134,13 @@ func checkAccessLog(path string) error {
 	return f.Close()
 }
 
-func run(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file")
-	format := fs.String("log-format", "text", "log format: text or json")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (benchmarking)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func run(args []string, stdout, stderr io.Writer) int {
+	var o runOptions
+	if err := parseArgs(runCommand(&o), args, stdout, stderr); err != nil {
+		return cmdline.ExitCode(err)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "pollbal run: %v\n", err)
 			return 2
@@ -152,11 +152,11 @@ func run(args []string, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if *path == "" {
+	if o.config == "" {
 		fmt.Fprintln(stderr, "pollbal run: -config is required")
 		return 2
 	}
-	log, err := newLogger(stderr, *format, *level)
+	log, err := newLogger(stderr, o.logFormat, o.logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "pollbal run: %v\n", err)
 		return 2
@@ -172,15 +172,18 @@ func run(args []string, stderr io.Writer) int {
 	// A closed standard output (access_log.path "-" into a pipe whose reader went away) must
 	// fail the write, which the access log counts, not end the process as SIGPIPE would.
 	signal.Ignore(syscall.SIGPIPE)
+	usr2 := make(chan os.Signal, 1) // binary upgrade
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
 
-	srv, err := newServer(*path, log)
+	srv, err := newServer(o.config, log)
 	if err != nil {
 		for _, p := range configs.Problems(err) {
 			log.Error("cannot start", "problem", p)
 		}
 		return 1
 	}
-	if err := srv.run(ctx, hup, usr1); err != nil && !errors.Is(err, context.Canceled) {
+	if err := srv.run(ctx, hup, usr1, usr2); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("stopped with an error", "err", err)
 		return 1
 	}

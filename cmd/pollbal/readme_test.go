@@ -210,11 +210,9 @@ func TestReadmeListsEveryCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(usage), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "usage:" {
-			continue
-		}
+	p := usageProgram()
+	for _, c := range p.Commands {
+		line := p.Synopsis(c)
 		if !strings.Contains(string(data), "\n"+line+"\n") {
 			t.Errorf("README does not show the command line %q of `pollbal -h`", line)
 		}

@@ -127,6 +127,7 @@ func (s *server) apply(next *nextConfig) error {
 	if next.certs != nil {
 		s.certs.Swap(next.certs.set, next.certs.minVersion)
 	}
+	s.warnAbout(s.cfg, next.cfg)
 	s.cfg = next.cfg
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +22,11 @@ import (
 	"pollbal/balancer"
 	"pollbal/certs"
 	"pollbal/configs"
+	"pollbal/internal/handover"
+	"pollbal/internal/latch"
 	"pollbal/poller"
 	"pollbal/proxy"
+	"pollbal/runstate"
 	"pollbal/secretfile"
 	"pollbal/store"
 	"pollbal/warning"
@@ -64,6 +68,22 @@ type server struct {
 	moves  store.Store
 
 	proxyLn, tlsLn, adminLn net.Listener // proxyLn is nil when listen is "", tlsLn without TLS
+
+	// hand holds the listening sockets: inherited (systemd, an upgrade) or bound, and handed
+	// to the process an upgrade starts (upgrade.go).
+	hand    *handover.Handover
+	state   *runstate.Writer // the runtime state in state_dir; nil without state_dir
+	started time.Time
+	// firstRound is set when the first check round has ended.
+	firstRound *latch.Latch
+
+	// runCtx is run's context (SIGINT/SIGTERM end it): an upgrade runs under it, whoever
+	// asked for it. upgrading holds the one upgrade running; handedOver receives the new
+	// process's pid once one took over, and run then shuts this one down.
+	runCtx     context.Context
+	upgrading  atomic.Bool
+	handedOver chan int
+	upgrades   sync.WaitGroup // upgrades that SIGUSR2 started
 }
 
 // newServer loads the configuration at path and builds one instance from it: its metrics, the
@@ -74,15 +94,24 @@ func newServer(path string, log *slog.Logger) (_ *server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{path: path, log: log, reg: prometheus.NewRegistry(), cfg: cfg, reloading: make(chan struct{}, 1)}
+	s := &server{path: path, log: log, reg: prometheus.NewRegistry(), cfg: cfg, reloading: make(chan struct{}, 1),
+		started: time.Now(), firstRound: latch.New(), handedOver: make(chan int, 1), runCtx: context.Background()}
 	defer func() {
 		if err != nil {
 			s.closeBuilt()
 		}
 	}()
 	s.registerMetrics()
+	// First: it takes the sockets this process inherited, and clears the environment that
+	// names them before anything could pass it on.
+	if s.hand, err = handover.New(handover.Options{Names: listenerNames(cfg), Logger: log, Registerer: s.reg}); err != nil {
+		return nil, err
+	}
 	moves, err := store.Load(cfg.Admin.StateFile, log)
 	if err != nil {
+		return nil, err
+	}
+	if s.state, err = s.newStateWriter(cfg); err != nil {
 		return nil, err
 	}
 	if err = s.buildPipeline(cfg, moves); err != nil {
@@ -143,7 +172,7 @@ func (s *server) buildPipeline(cfg *configs.Config, moves store.Moves) error {
 	}
 	s.poll, err = poller.New(poller.Options{
 		Site: cfg.Site, Version: version, Settings: cfg.Poll, Targets: targets(cfg),
-		Sink: sink{bal: s.bal, warn: s.warn}, Logger: s.log, Registerer: s.reg,
+		Sink: sink{bal: s.bal, warn: s.warn, state: s.state, firstRound: s.firstRound}, Logger: s.log, Registerer: s.reg,
 	})
 	if err != nil {
 		return err
@@ -169,7 +198,8 @@ func (s *server) buildAdmin(cfg *configs.Config, moves store.Moves) error {
 	}
 	s.admin, err = admin.New(admin.Options{
 		Balancer: s.bal, Warnings: s.warn, Events: s.events, Version: version, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile,
-		Store: s.moves, Reload: s.reload, Limits: adminLimits(cfg), Logger: s.log, Registerer: s.reg,
+		Store: s.moves, Reload: s.reload, Upgrade: s.upgrade, Started: s.started, Limits: adminLimits(cfg),
+		Logger: s.log, Registerer: s.reg,
 	})
 	return err
 }
@@ -215,8 +245,21 @@ func (s *server) closeBuilt() {
 	}
 }
 
+// listenerNames are the listeners cfg has, in the order proxy, tls, admin.
+func listenerNames(cfg *configs.Config) []string {
+	var names []string
+	if cfg.Listen != "" {
+		names = append(names, handover.Proxy)
+	}
+	if cfg.TLS.Listen != "" {
+		names = append(names, handover.TLS)
+	}
+	return append(names, handover.Admin)
+}
+
 // listen opens the listeners of cfg: plain (unless listen is ""), TLS (when tls.listen is set)
-// and admin; on failure none stays open.
+// and admin, each on the socket this process inherited for it (systemd, an upgrade) or bound
+// now; on failure none stays open.
 func (s *server) listen(cfg *configs.Config) error {
 	var err error
 	closeAll := func() {
@@ -227,17 +270,17 @@ func (s *server) listen(cfg *configs.Config) error {
 		}
 	}
 	if cfg.Listen != "" {
-		if s.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		if s.proxyLn, err = s.hand.Listen(handover.Proxy, cfg.Listen); err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
 	}
 	if cfg.TLS.Listen != "" {
-		if s.tlsLn, err = net.Listen("tcp", cfg.TLS.Listen); err != nil {
+		if s.tlsLn, err = s.hand.Listen(handover.TLS, cfg.TLS.Listen); err != nil {
 			closeAll()
 			return fmt.Errorf("tls.listen: %w", err)
 		}
 	}
-	if s.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+	if s.adminLn, err = s.hand.Listen(handover.Admin, cfg.Admin.Listen); err != nil {
 		closeAll()
 		return fmt.Errorf("admin.listen: %w", err)
 	}
@@ -285,15 +328,27 @@ func targets(cfg *configs.Config) []poller.Target {
 	return out
 }
 
-// run serves until ctx ends, reloading on every hup and reopening the access log on every
-// usr1. Teardown order: stop applying reloads, stop accepting client traffic, close its quiet
-// connections and wait up to proxy.shutdown_timeout for the requests in flight, write the
-// access log's last lines and close it, stop polling, wait for warning posts and alarm
-// deliveries, close admin. A reload is never waited for: one still reading a file is
-// abandoned with the process.
-func (s *server) run(ctx context.Context, hup, usr1 <-chan os.Signal) error {
+// run serves until ctx ends or an upgrade hands over, reloading on every hup, reopening the
+// access log on every usr1 and upgrading on every usr2. It restores the runtime state first,
+// before the poller and the listeners start; the process an upgrade started serves only once it
+// is ready (restored or its first round ended), so that until then the old one answers every
+// request. Readiness is then told to whoever waits (handover.Ready: the old process, or
+// systemd).
+//
+// Teardown order: stop applying reloads, tell systemd (unless handed over), stop accepting
+// client traffic and drain it (quiet connections closed, the requests in flight waited for up
+// to proxy.shutdown_timeout; after a hand-over the admin listener closes at once too), write
+// the access log's last lines and close it, stop polling, write the runtime state (unless
+// handed over: the new process's is newer), wait for warning posts and alarm deliveries, close
+// admin. A reload is never waited for: one still reading a file is abandoned with the process.
+// An upgrade in progress is cancelled and waited for (its new process is killed).
+func (s *server) run(ctx context.Context, hup, usr1, usr2 <-chan os.Signal) error {
+	s.runCtx = ctx
+	s.restoreState()
 	s.log.Info("pollbal started", "version", version, "site", s.cfg.Site,
-		"listen", addr(s.proxyLn), "tls", addr(s.tlsLn), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends))
+		"listen", addr(s.proxyLn), "tls", addr(s.tlsLn), "admin", s.adminLn.Addr().String(), "backends", len(s.cfg.Backends),
+		"sockets_from", orNone(s.hand.Inherited()))
+	s.warnAbout(nil, s.cfg)
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	defer stopPoll()
 	errs := make(chan error, 4)
@@ -303,17 +358,22 @@ func (s *server) run(ctx context.Context, hup, usr1 <-chan os.Signal) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = s.moves.Run(pollCtx) }()
 	defer s.moves.Close()
-	if s.proxyLn != nil {
-		go func() { errs <- s.proxy.Serve(s.proxyLn) }()
-	}
-	if s.tlsLn != nil {
-		go func() { errs <- s.proxy.ServeTLS(s.tlsLn, s.certs.ServerConfig()) }()
-	}
-	go func() {
-		if err := s.admin.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
-			errs <- fmt.Errorf("admin: %w", err)
+	defer s.upgrades.Wait() // after the shutdown below: SIGTERM cancelled any upgrade running
+	if s.hand.Inherited() == "upgrade" && !s.bal.Ready() {
+		s.log.Info("upgrade: waiting for the first check round before serving; the old process serves meanwhile")
+		select {
+		case <-s.firstRound.Done():
+		case <-ctx.Done():
 		}
-	}()
+	}
+	s.serve(errs)
+	// Not when already told to stop: an old process waiting would hand over to a process on
+	// its way out.
+	if ctx.Err() == nil {
+		if err := s.hand.Ready(); err != nil {
+			s.log.Warn("could not say that this process is ready", "err", err)
+		}
+	}
 	reloadCtx, stopReloads := context.WithCancel(ctx)
 	defer stopReloads()
 	pending := make(chan struct{}, 1)
@@ -321,6 +381,7 @@ func (s *server) run(ctx context.Context, hup, usr1 <-chan os.Signal) error {
 	reopen := make(chan struct{}, 1)
 	go s.reopenOnSignal(reloadCtx, reopen)
 	var runErr error
+	handedOver := false
 loop:
 	for {
 		select {
@@ -338,6 +399,13 @@ loop:
 			case reopen <- struct{}{}:
 			default:
 			}
+		case <-usr2:
+			s.upgrades.Add(1)
+			go func() { defer s.upgrades.Done(); _, _ = s.upgrade(ctx) }() // it logs its outcome
+		case pid := <-s.handedOver:
+			s.log.Info("handed over to the new process: draining and exiting", "pid", pid)
+			handedOver = true
+			break loop
 		case err := <-errs:
 			if err != nil {
 				runErr = err
@@ -347,10 +415,18 @@ loop:
 	}
 	stopReloads()
 	s.stopApplying()
+	if err := s.hand.Stopping(); err != nil {
+		s.log.Warn("could not tell the service manager that pollbal is stopping", "err", err)
+	}
 	drainTimeout := s.bal.Snapshot().Config().Proxy.ShutdownTimeout
 	s.log.Info("shutting down: closing idle connections, waiting for requests in flight", "timeout", drainTimeout)
 	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
+	adminDone := make(chan struct{})
+	if handedOver {
+		// Every admin connection from now on is the new process's.
+		go func() { defer close(adminDone); _ = s.admin.Shutdown(drainCtx) }()
+	}
 	if err := s.proxy.Shutdown(drainCtx); err != nil {
 		s.log.Warn("drain incomplete", "err", err)
 	}
@@ -359,11 +435,40 @@ loop:
 	}
 	stopPoll()
 	wg.Wait()
+	if s.state != nil {
+		_ = s.state.Write() // nothing after a hand-over; a failure is logged by the writer
+	}
 	s.warn.Close()
 	s.alarms.Close()
-	_ = s.admin.Shutdown(drainCtx)
+	if handedOver {
+		<-adminDone
+	} else {
+		_ = s.admin.Shutdown(drainCtx)
+	}
 	s.log.Info("pollbal stopped")
 	return runErr
+}
+
+// serve starts serving client traffic and the admin listener; serving errors go to errs.
+func (s *server) serve(errs chan<- error) {
+	if s.proxyLn != nil {
+		go func() { errs <- s.proxy.Serve(s.proxyLn) }()
+	}
+	if s.tlsLn != nil {
+		go func() { errs <- s.proxy.ServeTLS(s.tlsLn, s.certs.ServerConfig()) }()
+	}
+	go func() {
+		if err := s.admin.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("admin: %w", err)
+		}
+	}()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // reloadOnSignal runs the reloads that SIGHUP asks for (one per value on pending), one after
@@ -419,6 +524,9 @@ func (s *server) checkStatic(cfg *configs.Config) error {
 	if cfg.Site != s.cfg.Site {
 		errs = append(errs, fmt.Errorf("site: changing %s to %s needs a restart", s.cfg.Site, cfg.Site))
 	}
+	if cfg.StateDir != s.cfg.StateDir {
+		errs = append(errs, fmt.Errorf("state_dir: changing %s to %s needs a restart", orOff(s.cfg.StateDir), orOff(cfg.StateDir)))
+	}
 	return configs.JoinProblems(errs...)
 }
 
@@ -429,10 +537,13 @@ func orOff(listen string) string {
 	return listen
 }
 
-// sink feeds check results into the balancer and, after every round, runs the warning round.
+// sink feeds check results into the balancer and, after every round, runs the warning round
+// and writes the runtime state (at most once a second).
 type sink struct {
-	bal  *balancer.Balancer
-	warn *warning.Tracker
+	bal        *balancer.Balancer
+	warn       *warning.Tracker
+	state      *runstate.Writer // nil without state_dir
+	firstRound *latch.Latch
 }
 
 // Observe hands a check result to the balancer as it is: both speak the report package's types,
@@ -448,4 +559,8 @@ func (k sink) ConfirmAfter(r poller.Result) time.Duration { return k.bal.Confirm
 func (k sink) RoundDone(time.Time) {
 	k.bal.RoundDone()
 	k.warn.Round()
+	if k.state != nil {
+		k.state.RoundDone()
+	}
+	k.firstRound.Set()
 }

@@ -1,4 +1,5 @@
 // Package grafana holds a Grafana dashboard for pollbal (pollbal-dashboard.json). It has no
-// code: its test checks the dashboard's shape; that every metric its queries use exists is
-// checked against a live /metrics in cmd/pollbal.
+// code: its tests check the dashboard's shape, and that a freshly started pollbal exposes
+// every metric its queries use (so no panel shows "No data" until a first event); that they
+// exist after traffic is checked against a live /metrics in cmd/pollbal too.
 package grafana

@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"pollbal/configs"
 	"pollbal/internal/handover"
+	"pollbal/internal/testproc"
 )
 
 const unitFile = "pollbal.service"
@@ -34,10 +36,33 @@ func readUnits(t *testing.T) map[string]string {
 	return units
 }
 
+// manPath returns a MANPATH under which man finds pollbal(1), which the unit's
+// Documentation= names and systemd-analyze verify looks up: the page pollbal renders.
+func manPath(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pollbal")
+	if err := testproc.GoBuild(bin, "../../cmd/pollbal", false); err != nil {
+		t.Fatal(err)
+	}
+	page, err := exec.Command(bin, "help", "-man").Output()
+	if err != nil {
+		t.Fatalf("pollbal help -man: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "man", "man1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "man", "man1", "pollbal.1"), page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "man") + ":"
+}
+
 // verify runs systemd-analyze verify on units, written side by side (with the pollbal binary
-// path replaced by an executable that exists here), and returns what it printed;
-// systemd-analyze exits 0 on unknown keys, so any output is a finding.
-func verify(t *testing.T, bin string, units map[string]string) string {
+// path replaced by an executable that exists here, and man finding pollbal(1) in manPath),
+// and returns what it printed; systemd-analyze exits 0 on unknown keys, so any output is a
+// finding.
+func verify(t *testing.T, bin, manPath string, units map[string]string) string {
 	t.Helper()
 	true_, err := exec.LookPath("true")
 	if err != nil {
@@ -52,7 +77,9 @@ func verify(t *testing.T, bin string, units map[string]string) string {
 		}
 		args = append(args, path)
 	}
-	out, err := exec.Command(bin, args...).CombinedOutput()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "MANPATH="+manPath)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out) + "\n" + err.Error()
 	}
@@ -65,7 +92,8 @@ func TestUnitVerifies(t *testing.T) {
 		t.Skip("systemd-analyze not installed (Debian: systemd)")
 	}
 	units := readUnits(t)
-	if out := verify(t, bin, units); out != "" {
+	man := manPath(t)
+	if out := verify(t, bin, man, units); out != "" {
 		t.Fatalf("systemd-analyze verify %s %s:\n%s", unitFile, strings.Join(socketUnits, " "), out)
 	}
 	// The check above is only worth something if verify reports a slip: a misspelt key in the
@@ -74,13 +102,14 @@ func TestUnitVerifies(t *testing.T) {
 		{unitFile, "\nLoadCredential=", "\nLoadCredentials=", "LoadCredentials"},
 		{"pollbal-admin.socket", "\nFileDescriptorName=", "\nFileDescriptorNames=", "FileDescriptorNames"},
 		{"pollbal-admin.socket", "\nService=pollbal.service", "\nService=pollbl.service", "pollbl.service"},
+		{unitFile, "man:pollbal(1)", "man:pollbal-nonesuch(1)", "pollbal-nonesuch"},
 	} {
 		broken := maps.Clone(units)
 		broken[slip.unit] = strings.Replace(units[slip.unit], slip.from, slip.to, 1)
 		if broken[slip.unit] == units[slip.unit] {
 			t.Fatalf("%s has no %q to break", slip.unit, slip.from)
 		}
-		if out := verify(t, bin, broken); !strings.Contains(out, slip.reported) {
+		if out := verify(t, bin, man, broken); !strings.Contains(out, slip.reported) {
 			t.Errorf("systemd-analyze verify did not report %q in %s; got %q", slip.reported, slip.unit, out)
 		}
 	}
@@ -176,8 +205,8 @@ func TestSameListenAddr(t *testing.T) {
 }
 
 // TestConfigUsesTheUnitsCredentials checks that pollbal.yaml reads the token and the secret
-// from the copies the unit's LoadCredential= lines make, and keeps its state in the unit's
-// StateDirectory.
+// from the copies the unit's LoadCredential= lines make, and keeps its moves and its runtime
+// state in the unit's StateDirectory.
 func TestConfigUsesTheUnitsCredentials(t *testing.T) {
 	data, err := os.ReadFile(unitFile)
 	if err != nil {
@@ -218,7 +247,73 @@ func TestConfigUsesTheUnitsCredentials(t *testing.T) {
 	case !strings.Contains(unit, "\nLogsDirectory=pollbal\n"):
 		t.Errorf("access_log.path = %q, but the unit has no LogsDirectory=pollbal to create /var/log/pollbal", p)
 	}
+	if cfg.StateDir != "/var/lib/pollbal" {
+		t.Errorf("state_dir = %q, want the unit's state directory /var/lib/pollbal: a restart through the socket units should restore what the process knew", cfg.StateDir)
+	}
 	if !strings.Contains(unit, "ExecStartPre=/usr/local/bin/pollbal check -config /etc/pollbal/pollbal.yaml\n") {
 		t.Error("the unit does not run the full `pollbal check` (without -skip-files) before start")
+	}
+}
+
+// exposureRe finds the overall rating in systemd-analyze security's output.
+var exposureRe = regexp.MustCompile(`Overall exposure level for \S+: (\d+\.\d)`)
+
+// exposure rates a service unit with systemd-analyze security, offline.
+func exposure(t *testing.T, bin, unit string) float64 {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), unitFile)
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "security", "--offline=true", path).CombinedOutput()
+	m := exposureRe.FindSubmatch(out)
+	if m == nil {
+		if err != nil && strings.Contains(string(out), "offline") {
+			t.Skipf("this systemd-analyze cannot rate a unit offline (systemd 250 or newer can): %s", out)
+		}
+		t.Fatalf("systemd-analyze security %s: %v\n%s", path, err, out)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Issue 28: the unit rated 4.7 ("OK") in systemd-analyze security: no UMask=, no system call
+// filter, W+X memory allowed. It must stay at 2.5 or below.
+func TestUnitIsHardened(t *testing.T) {
+	bin, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed (Debian: systemd)")
+	}
+	unit := readUnits(t)[unitFile]
+	got := exposure(t, bin, unit)
+	t.Logf("systemd-analyze security: exposure %.1f", got)
+	if got > 2.5 {
+		t.Errorf("%s rates %.1f in systemd-analyze security, want 2.5 or below", unitFile, got)
+	}
+	// The rating responds to the sandboxing lines: without them it is far above.
+	var bare []string
+	for _, line := range strings.Split(unit, "\n") {
+		for _, key := range []string{"UMask=", "Protect", "Private", "Restrict", "SystemCall", "LockPersonality=", "MemoryDenyWriteExecute=", "NoNewPrivileges=", "CapabilityBoundingSet="} {
+			if strings.HasPrefix(line, key) {
+				line = "# " + line
+			}
+		}
+		bare = append(bare, line)
+	}
+	if without := exposure(t, bin, strings.Join(bare, "\n")); without <= 2.5 {
+		t.Errorf("without its sandboxing the unit still rates %.1f: the check above proves nothing", without)
+	}
+}
+
+// TestUnitDocumentation: Documentation= names the man page and the README that make install
+// installs (release/install.sh, with its default PREFIX).
+func TestUnitDocumentation(t *testing.T) {
+	docs := strings.Fields(strings.Join(directives(readUnits(t)[unitFile], "Documentation"), " "))
+	want := []string{"man:pollbal(1)", "file:///usr/local/share/doc/pollbal/README.md"}
+	if !slices.Equal(docs, want) {
+		t.Errorf("Documentation=%q, want %q", docs, want)
 	}
 }

@@ -24,6 +24,9 @@ type Options struct {
 	Dir string
 	// Stdin is the child's standard input; nil is none.
 	Stdin io.Reader
+	// ExtraFiles are passed to the child as descriptors 3, 4, ... (exec.Cmd.ExtraFiles): the
+	// listening sockets of a socket-activated child, for one.
+	ExtraFiles []*os.File
 	// OnLine, when set, is called with each line the child writes to standard output, in order,
 	// from the goroutine that reads them.
 	OnLine func(line string)
@@ -59,7 +62,7 @@ func Start(t testing.TB, name string, opts Options, bin string, args ...string) 
 	t.Helper()
 	p := &Proc{name: name, opts: opts, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env, p.cmd.Dir, p.cmd.Stdin = opts.Env, opts.Dir, opts.Stdin
+	p.cmd.Env, p.cmd.Dir, p.cmd.Stdin, p.cmd.ExtraFiles = opts.Env, opts.Dir, opts.Stdin, opts.ExtraFiles
 	p.cmd.Stderr = io.MultiWriter(&p.stderr, &p.output)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: opts.Group}
 	stdout, err := p.cmd.StdoutPipe()

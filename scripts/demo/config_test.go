@@ -181,13 +181,14 @@ func TestClientHost(t *testing.T) {
 func TestParseOptions(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name       string
-		args       []string
-		env        map[string]string
-		wantErr    error
-		wantRounds int
-		wantTiming string
-		wantOffset int
+		name        string
+		args        []string
+		env         map[string]string
+		wantErr     error
+		wantRounds  int
+		wantTiming  string
+		wantOffset  int
+		wantViaMake bool
 	}{
 		{name: "defaults", wantRounds: 1, wantTiming: "normal"},
 		{name: "flags", args: []string{"-rounds", "2", "-timings", "fast", "-port-offset", "1000"}, wantRounds: 2, wantTiming: "fast", wantOffset: 1000},
@@ -198,6 +199,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "offset with free ports", args: []string{"-ports-from-config=false", "-port-offset", "5"}, wantErr: cmdline.ErrUsage},
 		{name: "unknown scope", args: []string{"-warning-scope", "pool"}, wantErr: cmdline.ErrUsage},
 		{name: "stray argument", args: []string{"now"}, wantErr: cmdline.ErrUsage},
+		{name: "run by make", env: map[string]string{"DEMO_VIA_MAKE": "1"}, wantRounds: 1, wantTiming: "normal", wantViaMake: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,10 +214,29 @@ func TestParseOptions(t *testing.T) {
 				}
 				return
 			}
+			if o.ViaMake != tc.wantViaMake {
+				t.Errorf("ViaMake = %v, want %v", o.ViaMake, tc.wantViaMake)
+			}
 			if o.Rounds != tc.wantRounds || o.Timings.Name != tc.wantTiming || o.PortOffset != tc.wantOffset {
 				t.Errorf("got rounds %d timings %s offset %d, want %d %s %d",
 					o.Rounds, o.Timings.Name, o.PortOffset, tc.wantRounds, tc.wantTiming, tc.wantOffset)
 			}
 		})
+	}
+}
+
+// Issue 28: the busy-port hint said -port-offset 1000 to someone who ran make demo, where
+// the flag goes in DEMO_FLAGS.
+func TestFlagAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		viaMake bool
+		want    string
+	}{
+		{viaMake: false, want: "-port-offset 1000"},
+		{viaMake: true, want: `make demo DEMO_FLAGS="-port-offset 1000"`},
+	} {
+		if got := flagAdvice("-port-offset 1000", tc.viaMake); got != tc.want {
+			t.Errorf("flagAdvice(viaMake %v) = %q, want %q", tc.viaMake, got, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -206,4 +207,24 @@ func TestDemoInterrupted(t *testing.T) {
 		t.Fatalf("want the status page, proxy and 4 backend addresses in the output, got %v:\n%s", addrs, out)
 	}
 	checkCleanedUp(t, out, addrs)
+}
+
+// Issue 28: a demo run by make whose port is taken says how to shift the ports through make.
+func TestDemoBusyPortAdviceUnderMake(t *testing.T) {
+	b := buildBins(t)
+	// The demo's admin port, 19090, shifted by an offset nothing else here uses.
+	const offset = 7311
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 19090+offset))
+	if err != nil {
+		t.Skipf("cannot hold the port to make it busy: %v", err)
+	}
+	defer ln.Close()
+	p := testproc.Start(t, "demo", testproc.Options{Env: append(os.Environ(), "DEMO_VIA_MAKE=1")}, b.demo,
+		"-pollbal", b.pollbal, "-backend", b.backend, "-update-script", b.script, "-port-offset", fmt.Sprint(offset), "-quiet")
+	if code := p.ExitCode(t, time.Minute); code != 1 {
+		t.Fatalf("exit %d with a busy port, want 1", code)
+	}
+	if want := `try make demo DEMO_FLAGS="-port-offset 1000" or make demo DEMO_FLAGS="-ports-from-config=false"`; !strings.Contains(p.Stderr(), want) {
+		t.Fatalf("stderr lacks %q:\n%s", want, p.Stderr())
+	}
 }

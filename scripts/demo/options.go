@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -49,10 +50,13 @@ type options struct {
 	WarningScope    string
 	Rate            int
 	Timeout         time.Duration
+	// ViaMake: run by `make demo` (DEMO_VIA_MAKE=1), whose user passes flags in DEMO_FLAGS.
+	ViaMake bool
 }
 
 // parseOptions parses args; getenv is consulted for DEMO_ROUNDS, which overrides -rounds so
-// that `DEMO_ROUNDS=3 make demo` works without editing the Makefile.
+// that `DEMO_ROUNDS=3 make demo` works without editing the Makefile, and for DEMO_VIA_MAKE,
+// which the Makefile sets so that advice names DEMO_FLAGS.
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	var o options
 	fs := cmdline.NewFlagSet("demo", stderr)
@@ -81,6 +85,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		}
 		o.Rounds = n
 	}
+	o.ViaMake = getenv("DEMO_VIA_MAKE") == "1"
 	if o.Rounds < 1 {
 		return bad("rounds must be at least 1, got %d", o.Rounds)
 	}
@@ -105,6 +110,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return bad("-timeout must be positive")
 	}
 	return o, nil
+}
+
+// flagAdvice says how to pass the demo flags: as they are, or through make's DEMO_FLAGS.
+func flagAdvice(flags string, viaMake bool) string {
+	if viaMake {
+		return fmt.Sprintf("make demo DEMO_FLAGS=%q", flags)
+	}
+	return flags
 }
 
 // seconds formats a duration in seconds the way the update script reads it.

@@ -93,7 +93,8 @@ func (d *demo) portsFree() error {
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
-			return fmt.Errorf("port %s is taken (is another demo running? try -port-offset 1000 or -ports-from-config=false): %w", a, err)
+			return fmt.Errorf("port %s is taken (is another demo running? try %s or %s): %w", a,
+				flagAdvice("-port-offset 1000", d.o.ViaMake), flagAdvice("-ports-from-config=false", d.o.ViaMake), err)
 		}
 		_ = ln.Close()
 	}
