@@ -145,7 +145,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, c *call, found
 	}
 	switch c.action {
 	case actionListPools:
-		return result{code: http.StatusOK, body: map[string]any{"pools": s.bal.Pools()}}
+		return result{code: http.StatusOK, body: map[string]any{"pools": s.pools(s.bal.Snapshot())}}
 	case actionMove:
 		return s.move(r.Context(), c, body)
 	case actionClear:

@@ -342,11 +342,12 @@ func TestNewRejects(t *testing.T) {
 	}{
 		{name: "nil balancer", opts: Options{Warnings: ok.warnings, Gatherer: ok.reg}, wantErr: "nil balancer"},
 		{name: "nil warnings", opts: Options{Balancer: ok.bal, Gatherer: ok.reg}, wantErr: "nil warnings"},
-		{name: "nil gatherer", opts: Options{Balancer: ok.bal, Warnings: ok.warnings}, wantErr: "nil gatherer"},
-		{name: "nil store", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg}, wantErr: "nil store"},
-		{name: "missing token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: filepath.Join(dir, "nope")}, wantErr: "admin.token_file"},
-		{name: "empty token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: empty}, wantErr: "is empty"},
-		{name: "token file is a directory", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: dir}, wantErr: "admin.token_file"},
+		{name: "nil events", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Gatherer: ok.reg}, wantErr: "nil events"},
+		{name: "nil gatherer", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Events: ok.events}, wantErr: "nil gatherer"},
+		{name: "nil store", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Events: ok.events, Gatherer: ok.reg}, wantErr: "nil store"},
+		{name: "missing token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Events: ok.events, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: filepath.Join(dir, "nope")}, wantErr: "admin.token_file"},
+		{name: "empty token file", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Events: ok.events, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: empty}, wantErr: "is empty"},
+		{name: "token file is a directory", opts: Options{Balancer: ok.bal, Warnings: ok.warnings, Events: ok.events, Gatherer: ok.reg, Store: ok.srv.store, TokenFile: dir}, wantErr: "admin.token_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

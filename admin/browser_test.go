@@ -98,7 +98,7 @@ func browserScene(t *testing.T, f *fixture) {
 	f.bal.RoundDone()
 	snap := f.bal.Snapshot()
 	for _, app := range []string{"shop", "shop", "blog"} {
-		lease, err := snap.Acquire(snap.AppByName(app), &balancer.Tried{})
+		lease, err := f.bal.Acquire(snap, snap.AppByName(app), &balancer.Tried{})
 		if err != nil {
 			t.Fatalf("lease for %s: %v", app, err)
 		}
@@ -179,11 +179,11 @@ func TestBrowserMovesABackend(t *testing.T) {
 		if n := evaluate[int](t, tab, `localStorage.length + document.cookie.length`); n != 0 {
 			t.Error("the token must live only in sessionStorage")
 		}
-		var st balancer.State
+		var st State
 		if err := json.Unmarshal([]byte(f.do(t, "GET", "/api/state", "", "").body), &st); err != nil {
 			t.Fatal(err)
 		}
-		i := slices.IndexFunc(st.Backends, func(b balancer.BackendState) bool { return b.ID == "web-1" })
+		i := slices.IndexFunc(st.Backends, func(b BackendState) bool { return b.ID == "web-1" })
 		if i < 0 || st.Backends[i].Pool != "unassigned" || st.Backends[i].PoolSource != "admin" {
 			t.Errorf("/api/state web-1 = %+v, want unassigned from admin", st.Backends[i])
 		}

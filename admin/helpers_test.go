@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/testproc"
@@ -51,11 +52,6 @@ func testConfig() *configs.Config {
 	}
 }
 
-// nopPoster swallows alarm webhooks (none are expected: nothing here schedules requests).
-type nopPoster struct{}
-
-func (nopPoster) Post(_ context.Context, _ string, _ []byte) error { return nil }
-
 // fixtureOptions tune newFixture.
 type fixtureOptions struct {
 	noToken   bool              // no token_file: /admin/* answers 403
@@ -74,6 +70,7 @@ type fixtureOptions struct {
 // fixture is an admin server on 127.0.0.1 over a real balancer.
 type fixture struct {
 	bal       *balancer.Balancer
+	events    *alarms.Events // the status page's events, as cmd/pollbal wires them
 	warnings  *warning.Tracker
 	reg       *prometheus.Registry
 	srv       *Server
@@ -91,17 +88,22 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	if cfg == nil {
 		cfg = testConfig()
 	}
+	// No webhook is configured: alarms are listed, never posted.
+	notifier, err := alarms.New(alarms.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(notifier.Close)
+	f.events = notifier.Events()
 	bal, err := balancer.New(balancer.Options{
-		Config: cfg, Overrides: o.overrides, Version: "v1.2.3-test",
-		Registerer: f.reg, Webhook: nopPoster{},
+		Config: cfg, Overrides: o.overrides, Registerer: f.reg, Observer: notifier, Events: f.events,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(bal.Close)
 	f.bal = bal
 	f.warnings, err = warning.NewTracker(warning.TrackerOptions{
-		Members: bal, Events: bal.Events(), Config: cfg,
+		Members: bal, Events: f.events, Config: cfg,
 		SenderOptions: warning.SenderOptions{Site: cfg.Site, Timeout: cfg.Warning.Timeout, Registerer: f.reg},
 	})
 	if err != nil {
@@ -127,7 +129,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 			etcd = &configs.Etcd{Endpoints: []string{o.etcd}, Prefix: "/t/", DialTimeout: 200 * time.Millisecond}
 		}
 		moves, err = store.New(store.Options{
-			StateFile: f.stateFile, Etcd: etcd, Initial: o.overrides, Target: bal, Events: bal.Events(), Logger: log, Registerer: f.reg,
+			StateFile: f.stateFile, Etcd: etcd, Initial: o.overrides, Target: bal, Alarms: notifier, Events: f.events, Logger: log, Registerer: f.reg,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -135,7 +137,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		t.Cleanup(func() { moves.Close() })
 	}
 	f.srv, err = New(Options{
-		Balancer: bal, Warnings: f.warnings, Gatherer: f.reg, TokenFile: f.tokenFile, Store: moves,
+		Balancer: bal, Warnings: f.warnings, Events: f.events, Version: "v1.2.3-test", Gatherer: f.reg, TokenFile: f.tokenFile, Store: moves,
 		Reload: o.reload, Upgrade: o.upgrade, Started: o.started, Logger: log, Refresh: o.refresh, Limits: o.limits, Registerer: f.reg,
 	})
 	if err != nil {

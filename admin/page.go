@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"pollbal/balancer"
+	"pollbal/alarms"
 	"pollbal/configs"
 	"pollbal/store"
 )
@@ -27,7 +27,7 @@ type pageView struct {
 	State     State
 	Store     store.Status // where admin moves are kept
 	Pools     []poolView
-	Events    []balancer.Event
+	Events    []alarms.Event
 	PoolNames []string // suggestions for the move form
 	Ready     int      // backends ready
 	Warned    int      // backends warned
@@ -41,7 +41,7 @@ type pageView struct {
 
 // poolView is one node pool with its backends' states, in the pool's (id) order.
 type poolView struct {
-	balancer.PoolState
+	PoolState
 	Members    []BackendState
 	Unassigned bool
 }

@@ -107,7 +107,7 @@ func TestStatusPage(t *testing.T) {
 func TestStatusPageEventsCapped(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	for i := range 150 {
-		f.bal.Events().Add("admin_move", fmt.Sprintf("event number %d", i))
+		f.events.Add("admin_move", fmt.Sprintf("event number %d", i))
 	}
 	page := f.do(t, "GET", "/", "", "").body
 	tests := []struct {

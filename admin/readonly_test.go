@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"pollbal/balancer"
 )
 
 func TestReadOnlyEndpoints(t *testing.T) {
@@ -118,9 +116,9 @@ func TestStateHasEverySpecField(t *testing.T) {
 		object map[string]any
 		keys   []string
 	}{
-		{name: "top level", object: doc, keys: []string{"site", "version", "ready", "backends", "groups", "apps", "pools"}},
+		{name: "top level", object: doc, keys: []string{"site", "version", "pid", "started", "ready", "backends", "groups", "apps", "pools"}},
 		{name: "backends[0]", object: first("backends"), keys: []string{"id", "address", "pool", "pool_source", "ready", "reason",
-			"reports", "capacity", "in_flight", "ejected", "warned", "last_check"}},
+			"reports", "capacity", "in_flight", "ejected", "warned", "last_check", "restored"}},
 		{name: "backends[0].reports[0]", object: first("backends")["reports"].([]any)[0].(map[string]any), keys: []string{"service", "status", "version"}},
 		{name: "groups[0]", object: first("groups"), keys: []string{"pool", "service", "version", "serving", "leaving", "threshold", "warned"}},
 		{name: "apps[0]", object: first("apps"), keys: []string{"name", "service", "pool", "resolution", "allow_fallback_to_default", "candidates"}},
@@ -208,21 +206,21 @@ func TestMetricsServesTheBalancerMetrics(t *testing.T) {
 func TestReadsAreQuiet(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	f.markReady("web-3")
-	before := len(f.bal.Events().List())
+	before := len(f.events.List())
 	for _, path := range []string{"/", "/api/state", "/metrics"} {
 		if resp := f.do(t, "GET", path, "", ""); resp.code != 200 {
 			t.Fatalf("%s: %d", path, resp.code)
 		}
 	}
-	if after := len(f.bal.Events().List()); after != before {
+	if after := len(f.events.List()); after != before {
 		t.Errorf("reads added %d events", after-before)
 	}
-	for _, e := range f.bal.Events().List() {
+	for _, e := range f.events.List() {
 		if e.Kind == "pool_exhausted" || e.Kind == "pool_fallback" {
 			t.Errorf("a read recorded %s: %s", e.Kind, e.Message)
 		}
 	}
-	var s balancer.State
+	var s State
 	if err := json.Unmarshal([]byte(f.do(t, "GET", "/api/state", "", "").body), &s); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/internal/defaults"
 	"pollbal/store"
@@ -29,6 +30,8 @@ const defaultRefresh = 2 * time.Second
 type Options struct {
 	Balancer  *balancer.Balancer
 	Warnings  *warning.Tracker    // the warning round: groups and warned flags in the state
+	Events    *alarms.Events      // the recent events the state and the page list
+	Version   string              // pollbal's version, shown in the state
 	Gatherer  prometheus.Gatherer // served at /metrics
 	TokenFile string              // bearer token for /admin/*; "" → /admin/* answers 403
 	// Store is where moves live: PUT and DELETE /admin/backends/{id}/pool go through it, and
@@ -60,6 +63,8 @@ type settings struct {
 type Server struct {
 	bal      *balancer.Balancer
 	warnings *warning.Tracker
+	events   *alarms.Events
+	version  string
 	reload   func(ctx context.Context, force bool) error
 	upgrade  func(ctx context.Context) (int, error)
 	started  time.Time
@@ -86,6 +91,9 @@ func New(o Options) (*Server, error) {
 	if o.Warnings == nil {
 		return nil, errors.New("admin: nil warnings")
 	}
+	if o.Events == nil {
+		return nil, errors.New("admin: nil events")
+	}
 	if o.Gatherer == nil {
 		return nil, errors.New("admin: nil gatherer")
 	}
@@ -107,8 +115,8 @@ func New(o Options) (*Server, error) {
 	if o.Started.IsZero() {
 		o.Started = time.Now()
 	}
-	s := &Server{bal: o.Balancer, warnings: o.Warnings, reload: o.Reload, upgrade: o.Upgrade, started: o.Started,
-		log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
+	s := &Server{bal: o.Balancer, warnings: o.Warnings, events: o.Events, version: o.Version, reload: o.Reload, upgrade: o.Upgrade,
+		started: o.Started, log: o.Logger, refresh: o.Refresh, page: page, store: o.Store}
 	s.settings.Store(&settings{digest: digest, limits: o.Limits})
 	s.conns, err = newConns(func() Limits { return s.settings.Load().limits }, o.Logger, defaults.Registerer(o.Registerer))
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/defaults"
-	"pollbal/protocol"
 )
 
 // Errors of the override calls. The store of moves checks the pool name and the backend before
@@ -26,34 +25,25 @@ var (
 type Options struct {
 	Config     *configs.Config   // validated
 	Overrides  map[string]string // backend id → pool, from the admin state file
-	Version    string            // pollbal's version, shown in State
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-	Webhook    Poster           // optional; where pool_exhausted alarms are POSTed (default: HTTP)
+	Observer   Observer         // optional; hears exhausted pools and fallbacks (the alarms)
+	Events     Events           // optional; where ready, not_ready, ejected, readmitted, admin_move and restored are noted
 	Now        func() time.Time // optional; default time.Now
 }
 
-// Observation is one check result for one backend, as the poller reports it.
-type Observation struct {
-	ID      string
-	Address string // the address checked; a result for an address the backend no longer has is dropped
-	Ready   bool
-	Reason  string
-	Reports []protocol.Report
-	Checked time.Time
-	// Load is the last good answer's X-Pool-Load report (nil when it had none); the balancer
-	// stamps it with its own in-flight when it first sees it.
-	Load *protocol.Load
-}
-
-// Balancer owns the snapshot, the runtime backends, admin overrides, events and alarms. It is
-// safe for concurrent use.
+// Balancer is pollbal's scheduler: it owns the published snapshot, the runtime backends, the
+// per-address slots, the admin overrides and the queue, and takes what flows in through its
+// ports (ports.go). It is safe for concurrent use.
 type Balancer struct {
-	log     *slog.Logger
-	now     func() time.Time
-	version string
+	log      *slog.Logger
+	now      func() time.Time
+	observer Observer
+	events   Events
 
-	snap atomic.Pointer[Snapshot]
+	// snap is where the current snapshot is published; the queue reads it too, so it is a cell
+	// of its own rather than a field the queue would reach through the Balancer.
+	snap *atomic.Pointer[Snapshot]
 
 	mu        sync.Mutex // serialises rebuilds and guards the fields below
 	cfg       *configs.Config
@@ -62,12 +52,9 @@ type Balancer struct {
 	slots     map[string]*slot // by configs.AddressKey: the in-flight counts that outlive configurations (slot.go)
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
-	requests  map[string]*RequestMetrics // by app name (requests.go)
 	setWork   setWork
 
 	roundDone atomic.Bool
-	events    *Events
-	alarms    *alarms
 	metrics   *metrics
 	queues    *waitQueues // requests waiting for a slot (queue.go)
 }
@@ -90,17 +77,23 @@ func New(o Options) (*Balancer, error) {
 		o.Now = time.Now
 	}
 	o.Registerer = defaults.Registerer(o.Registerer)
+	if o.Observer == nil {
+		o.Observer = quiet{}
+	}
+	if o.Events == nil {
+		o.Events = quiet{}
+	}
 	b := &Balancer{
 		log:       o.Logger,
 		now:       o.Now,
-		version:   o.Version,
+		observer:  o.Observer,
+		events:    o.Events,
+		snap:      &atomic.Pointer[Snapshot]{},
 		overrides: map[string]string{},
 		backends:  map[string]*Backend{},
 		slots:     map[string]*slot{},
 		rotations: map[[2]string]*rotation{},
 		counters:  map[string]*appCounters{},
-		requests:  map[string]*RequestMetrics{},
-		events:    NewEvents(100, o.Now),
 	}
 	for id, pool := range o.Overrides {
 		if !configs.ValidPoolName(pool) {
@@ -113,10 +106,9 @@ func New(o Options) (*Balancer, error) {
 		return nil, err
 	}
 	b.metrics = m
-	if b.queues, err = newWaitQueues(b, o.Registerer); err != nil {
+	if b.queues, err = newWaitQueues(b.snap, o.Now, o.Observer, o.Registerer); err != nil {
 		return nil, err
 	}
-	b.alarms = newAlarms(o.Config.Alarms, o.Webhook, o.Logger, o.Now, b.events)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.applyConfigLocked(o.Config)
@@ -125,9 +117,6 @@ func New(o Options) (*Balancer, error) {
 
 // Snapshot returns the current snapshot; the request path reads it once per request.
 func (b *Balancer) Snapshot() *Snapshot { return b.snap.Load() }
-
-// Events returns the recent-event ring shown on the status page.
-func (b *Balancer) Events() *Events { return b.events }
 
 // Update applies a new validated configuration. Runtime backends whose id and address are
 // unchanged keep their health and failure streaks. Leases are counted per address, whatever the
@@ -138,7 +127,6 @@ func (b *Balancer) Update(cfg *configs.Config) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.applyConfigLocked(cfg)
-	b.alarms.update(cfg.Alarms)
 }
 
 func (b *Balancer) applyConfigLocked(cfg *configs.Config) {
@@ -197,14 +185,13 @@ func (b *Balancer) rebuildLocked() {
 		backends:  b.backends,
 		rotations: b.rotations,
 		counters:  b.counters,
-		requests:  b.requests,
-		bal:       b,
 		now:       now,
+		work:      &b.setWork,
 	})
 	// Hints: retire the old sets before their backends stop raising them, register the new
 	// ones before anyone can pick from them (hints.go).
 	if old := b.snap.Load(); old != nil {
-		old.retire()
+		retire(old)
 		for _, m := range old.members {
 			if b.backends[m.cfg.ID] != m.b {
 				m.slot.hints.Store(nil) // removed or replaced: registerAll below restores a slot still listed
@@ -213,11 +200,8 @@ func (b *Balancer) rebuildLocked() {
 	}
 	// Limits: the old sets are stale now (no hint relies on their capacities), and the new
 	// ones are built with the capacities these limits are computed from (fleet.go).
-	next.storeLimits(now)
-	next.registerAll()
-	if b.cfg.Proxy.QueueTimeout > 0 {
-		next.queue = b.queues
-	}
+	storeLimits(next, now)
+	registerAll(next)
 	b.snap.Store(next)
 	b.queues.touch(next)
 	b.queues.wake() // capacities or candidates may have changed: waiters that fit now go
@@ -280,7 +264,7 @@ func (b *Balancer) applyHealth(rt *Backend, h *Health, c healthChange) {
 	// meanwhile.
 	cur := b.snap.Load()
 	if cm := cur.byID[rt.ID]; cm != nil && cm.b == rt {
-		cur.regroup(cm, h)
+		regroup(cur, cm, h, &b.setWork)
 		b.queues.wake() // a backend that became ready may serve waiters
 	}
 	if c.ReadyChanged {
@@ -354,9 +338,4 @@ func (b *Balancer) Overrides() map[string]string {
 func (b *Balancer) Known(id string) bool {
 	_, ok := b.Snapshot().byID[id]
 	return ok
-}
-
-func (b *Balancer) ejected(rt *Backend, streak int64) {
-	b.events.Add("ejected", fmt.Sprintf("backend %s ejected after %d failed forwards", rt.ID, streak))
-	b.log.Warn("backend ejected until its next good check", "backend", rt.ID, "failures", streak)
 }

@@ -9,19 +9,19 @@ import (
 	"pollbal/configs"
 )
 
-func benchBalancer(tb testing.TB, n int) (*Snapshot, *App) {
+func benchBalancer(tb testing.TB, n int) (*Balancer, *Snapshot, *App) {
 	return benchBalancerWith(tb, n, func(*configs.Config) {})
 }
 
 // benchBalancerQueue is benchBalancer with the queue on (queue_timeout 2s), nobody waiting.
-func benchBalancerQueue(tb testing.TB, n int) (*Snapshot, *App) {
+func benchBalancerQueue(tb testing.TB, n int) (*Balancer, *Snapshot, *App) {
 	return benchBalancerWith(tb, n, func(c *configs.Config) {
 		c.Proxy.QueueTimeout = 2 * time.Second
 		c.Proxy.MaxQueue = 1000
 	})
 }
 
-func benchBalancerWith(tb testing.TB, n int, mutate func(*configs.Config)) (*Snapshot, *App) {
+func benchBalancerWith(tb testing.TB, n int, mutate func(*configs.Config)) (*Balancer, *Snapshot, *App) {
 	var bs []configs.Backend
 	var ids []string
 	for i := 0; i < n; i++ {
@@ -34,23 +34,23 @@ func benchBalancerWith(tb testing.TB, n int, mutate func(*configs.Config)) (*Sna
 	bal := newTestBalancer(tb, cfg, nil)
 	markReady(bal, ids)
 	s := bal.Snapshot()
-	return s, s.AppByName("www")
+	return bal, s, s.AppByName("www")
 }
 
 // BenchmarkAcquire measures select + lease + release for pools of 4, 64 and 1,024 backends.
 func BenchmarkAcquire(b *testing.B) {
 	for _, n := range []int{4, 64, 1024} {
 		b.Run(fmt.Sprintf("seq/backends=%d", n), func(b *testing.B) {
-			s, app := benchBalancer(b, n)
-			benchAcquire(b, s, app)
+			bal, s, app := benchBalancer(b, n)
+			benchAcquire(b, bal, s, app)
 		})
 		b.Run(fmt.Sprintf("parallel/backends=%d", n), func(b *testing.B) {
-			s, app := benchBalancer(b, n)
+			bal, s, app := benchBalancer(b, n)
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					l, err := s.Acquire(app, nil)
+					l, err := bal.Acquire(s, app, nil)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -61,19 +61,19 @@ func BenchmarkAcquire(b *testing.B) {
 		// busy: every backend already holds leases of different depths, so the scan cannot stop
 		// early at an idle backend: the worst case for ranking.
 		b.Run(fmt.Sprintf("busy/backends=%d", n), func(b *testing.B) {
-			s, app := benchBalancer(b, n)
+			bal, s, app := benchBalancer(b, n)
 			holdDepths(s)
-			benchAcquire(b, s, app)
+			benchAcquire(b, bal, s, app)
 		})
 	}
 }
 
 // benchAcquire times b.N selects + leases + releases on s for app, one after the other.
-func benchAcquire(b *testing.B, s *Snapshot, app *App) {
+func benchAcquire(b *testing.B, bal *Balancer, s *Snapshot, app *App) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		l, err := s.Acquire(app, nil)
+		l, err := bal.Acquire(s, app, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -89,10 +89,10 @@ func holdDepths(s *Snapshot) {
 }
 
 func TestAcquireDoesNotAllocate(t *testing.T) {
-	s, app := benchBalancer(t, 64)
+	bal, s, app := benchBalancer(t, 64)
 	var tried Tried
 	allocs := testing.AllocsPerRun(1000, func() {
-		l, err := s.Acquire(app, &tried)
+		l, err := bal.Acquire(s, app, &tried)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,12 +112,12 @@ func TestAcquireDoesNotAllocate(t *testing.T) {
 func BenchmarkAcquirePlainScan(b *testing.B) {
 	for _, n := range []int{4, 64, 1024} {
 		b.Run(fmt.Sprintf("busy/backends=%d", n), func(b *testing.B) {
-			s, app := benchBalancer(b, n)
+			bal, s, app := benchBalancer(b, n)
 			holdDepths(s)
 			for _, l := range s.lists {
-				l.cur.Load().stale.Store(true)
+				l.current().stale.Store(true)
 			}
-			benchAcquire(b, s, app)
+			benchAcquire(b, bal, s, app)
 		})
 	}
 }

@@ -56,7 +56,7 @@ func TestLeasesNeverOversubscribe(t *testing.T) {
 	apps := []string{"acme", "beta", "www"}
 	stop := testproc.Workers(16, func(w, i int) bool {
 		s := b.Snapshot()
-		l, err := s.Acquire(s.AppByName(apps[(w+i)%3]), nil)
+		l, err := b.Acquire(s, s.AppByName(apps[(w+i)%3]), nil)
 		if err != nil {
 			return true
 		}
@@ -115,7 +115,7 @@ func TestLeasesExactUnderContention(t *testing.T) {
 			s := b.Snapshot()
 			app := s.AppByName("www")
 			for i := 0; i < 2000; i++ {
-				l, err := s.Acquire(app, nil)
+				l, err := b.Acquire(s, app, nil)
 				if err != nil {
 					refused.Add(1)
 					continue

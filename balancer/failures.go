@@ -44,13 +44,6 @@ func (r ErrorReason) String() string {
 	return "unknown"
 }
 
-// Failure is one failed forward, as the proxy saw it.
-type Failure struct {
-	Reason ErrorReason
-	App    string // the app of the request
-	Err    error  // what the round trip returned
-}
-
 // ejects reports whether a failed forward counts towards proxy.eject_after: the backend could
 // not be reached, dropped the connection without an answer, or did not answer in time. An
 // unusable answer does not: the backend is there and answers.
@@ -64,7 +57,7 @@ func ejects(r ErrorReason) bool {
 
 // ejectsAnswer reports whether a backend's answer with status code counts towards
 // proxy.eject_after, as a failed forward does: only a 502, 503 or 504 under proxy.eject_on_5xx.
-// A 503 refusal with X-Pool-Full never comes here (Lease.Full records it).
+// A 503 refusal with X-Pool-Full never comes here (it is reported as RefusedFull).
 func ejectsAnswer(code int, ejectOn5xx bool) bool {
 	switch code {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
@@ -82,15 +75,16 @@ func logDue(last, now int64) bool {
 	return last == 0 || now-last >= int64(failureLogEvery)
 }
 
-// logFailure writes the warn line for a failed forward on rt, served from pool, at most once
-// per failureLogEvery per backend; the line counts the failures left out since the previous one.
-func (b *Balancer) logFailure(rt *Backend, pool string, f Failure) {
+// logFailure writes the warn line for a failed forward on rt of a request of app, served from
+// pool, at most once per failureLogEvery per backend; the line counts the failures left out
+// since the previous one.
+func (b *Balancer) logFailure(rt *Backend, app, pool string, reason ErrorReason, err error) {
 	now := b.now().UnixNano()
 	last := rt.lastLogged.Load()
 	if !logDue(last, now) || !rt.lastLogged.CompareAndSwap(last, now) {
 		rt.unlogged.Add(1)
 		return
 	}
-	b.log.Warn("forward to backend failed", "backend", rt.ID, "app", f.App, "pool", pool,
-		"reason", f.Reason.String(), "error", f.Err, "not_logged_since_last", rt.unlogged.Swap(0))
+	b.log.Warn("forward to backend failed", "backend", rt.ID, "app", app, "pool", pool,
+		"reason", reason.String(), "error", err, "not_logged_since_last", rt.unlogged.Swap(0))
 }

@@ -101,13 +101,12 @@ func newFailEnv(t *testing.T, tune func(*configs.Proxy)) *failEnv {
 	tune(&cfg.Proxy)
 	e := &failEnv{reg: prometheus.NewRegistry(), logs: &testproc.Buffer{}}
 	e.now.Store(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	bal, err := New(Options{Config: cfg, Registerer: e.reg, Webhook: nopPoster{},
+	bal, err := New(Options{Config: cfg, Registerer: e.reg,
 		Logger: slog.New(slog.NewTextHandler(e.logs, nil)),
 		Now:    func() time.Time { return time.Unix(0, e.now.Load()) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(bal.Close)
 	markReady(bal, []string{"b1", "b2"})
 	e.bal = bal
 	return e
@@ -123,24 +122,30 @@ func (e *failEnv) lease(t *testing.T, id string) Lease {
 			tried.Add(b)
 		}
 	}
-	l, err := s.Acquire(s.AppByName("www"), &tried)
+	l, err := e.bal.Acquire(s, s.AppByName("www"), &tried)
 	if err != nil || l.Backend.ID != id {
 		t.Fatalf("lease on %s: %v %v", id, l.Backend, err)
 	}
 	return l
 }
 
+// fail reports a forward to id that failed for r (a timeout as TimedOut), then releases its
+// lease.
 func (e *failEnv) fail(t *testing.T, id string, r ErrorReason) {
 	t.Helper()
 	l := e.lease(t, id)
-	l.Failed(Failure{Reason: r, App: "www", Err: errors.New("what the round trip said")})
+	res := Result{Outcome: Failed, App: l.snap.AppByName("www"), Lease: l, Reason: r, Err: errors.New("what the round trip said")}
+	if r == ErrorTimeout {
+		res = Result{Outcome: TimedOut, App: res.App, Lease: l, Err: res.Err}
+	}
+	e.bal.Report(res)
 	l.Release()
 }
 
 func (e *failEnv) answer(t *testing.T, id string, code int) {
 	t.Helper()
 	l := e.lease(t, id)
-	l.Answered(code)
+	e.bal.Report(Result{Outcome: Answered, App: l.snap.AppByName("www"), Lease: l, Code: code})
 	l.Release()
 }
 

@@ -70,8 +70,9 @@ type fleetDecision struct {
 // at such a moment shows a slot free that is not, and every instance that believed it was
 // refused (measured: 1-4 % of forwards on a full fleet, up to 8 % on a slower machine). Such
 // a dip lasts milliseconds; a slot really freed stays free. So a report that would raise the
-// limit is confirmed by a second check confirmAfter later (ConfirmAfter, poller.Confirmer), and
-// the limit rises then; a second that shows even less asks for a third, since the first may
+// limit is confirmed by a second check confirmAfter later (ConfirmAfter, which the poller asks
+// after each good check), and the limit rises then; a second that shows even less asks for a
+// third, since the first may
 // have over-counted (one of this instance's requests had just ended when the answer arrived).
 // A falling limit applies at once.
 //
@@ -187,11 +188,11 @@ func (s *Snapshot) decide(cb configs.Backend, l *Load, now time.Time) fleetDecis
 	})
 }
 
-// storeLimits sets the limit of every member of a snapshot about to be published, from the
+// storeLimits sets the limit of every member of s, a snapshot about to be published, from the
 // load reports it was built with. Every limit is at most its member's capacity, which the
 // block hints of the snapshot's candidate sets are an upper bound for (hints.go). The caller
 // holds the balancer's mutex and has marked the sets of the replaced snapshot stale.
-func (s *Snapshot) storeLimits(now time.Time) {
+func storeLimits(s *Snapshot, now time.Time) {
 	for _, m := range s.members {
 		m.b.limit.Store(s.decide(m.cfg, m.b.load.Load(), now).Limit)
 	}
@@ -259,13 +260,14 @@ func (b *Balancer) refreshLimit(rt *Backend) {
 	rt.limit.Store(d.Limit)
 }
 
-// backendFull lowers the limit of a backend that refused l as full to what this instance has in
-// flight on it without l, until its next report: the refusal says the backend is full now, so
-// sending more before that report would only be refused again. Lowering a limit is always safe
+// lowerToHeld lowers the limit of the backend of l, which refused l as full, to what this
+// instance has in flight on it without l, until its next report: the refusal says the backend is
+// full now, so sending more before that report would only be refused again. A backend that a
+// reload removed or replaced since l's snapshot is left alone. Lowering a limit is always safe
 // for the block hints (hints.go).
-func (s *Snapshot) backendFull(l Lease) {
+func lowerToHeld(l Lease) {
 	rt := l.Backend
-	m := s.byID[rt.ID]
+	m := l.snap.byID[rt.ID]
 	if m == nil || m.b != rt {
 		return
 	}

@@ -227,12 +227,11 @@ func newFleetFixture(t *testing.T, instances int) *fleetFixture {
 	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}},
 		[]configs.Backend{{ID: "a", Capacity: 8}, {ID: "b", Capacity: 8}})
 	cfg.Fleet.Instances = instances
-	bal, err := New(Options{Config: cfg, Registerer: prometheus.NewRegistry(), Webhook: nopPoster{},
+	bal, err := New(Options{Config: cfg, Registerer: prometheus.NewRegistry(),
 		Now: func() time.Time { return f.now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(bal.Close)
 	f.bal = bal
 	f.observe("a", nil)
 	f.observe("b", nil)
@@ -250,13 +249,16 @@ func (f *fleetFixture) observe(id string, l *protocol.Load) {
 }
 
 func (f *fleetFixture) limit(id string) int64 {
-	for _, bs := range f.bal.State().Backends {
-		if bs.ID == id {
-			return bs.Limit
+	for _, m := range f.members() {
+		if m.Backend.ID == id {
+			return m.Limit
 		}
 	}
 	return -1
 }
+
+// members is the quiet read of the current snapshot at the fixture's clock.
+func (f *fleetFixture) members() []Member { return f.bal.Snapshot().Members(f.now) }
 
 // fill takes leases until Acquire fails and returns how many it took on each backend.
 func (f *fleetFixture) fill(t *testing.T) (map[string]int, []Lease) {
@@ -265,7 +267,7 @@ func (f *fleetFixture) fill(t *testing.T) (map[string]int, []Lease) {
 	var leases []Lease
 	for i := 0; i < 100; i++ {
 		s := f.bal.Snapshot()
-		l, err := s.Acquire(s.AppByName(f.app.Name), nil) // the current snapshot's lists and hints
+		l, err := f.bal.Acquire(s, s.AppByName(f.app.Name), nil) // the current snapshot's lists and hints
 		if err != nil {
 			return got, leases
 		}
@@ -283,7 +285,7 @@ func (f *fleetFixture) takeOnA(t *testing.T, k int) []Lease {
 	var ls []Lease
 	for i := range k {
 		s := f.bal.Snapshot()
-		l, err := s.Acquire(s.AppByName(f.app.Name), &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}})
+		l, err := f.bal.Acquire(s, s.AppByName(f.app.Name), &Tried{n: 1, bs: [MaxTried]*Backend{s.byID["b"].b}})
 		if err != nil {
 			release(ls)
 			t.Fatalf("lease %d of %d on a: %v", i+1, k, err)
@@ -387,7 +389,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		f.observe("b", &protocol.Load{InFlight: 0}) // b: limit 8, paced to ceil(8/3) = 3
 		var order []string
 		for range 4 {
-			l, err := f.bal.Snapshot().Acquire(f.app, nil)
+			l, err := f.bal.Acquire(f.bal.Snapshot(), f.app, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -417,14 +419,14 @@ func TestFleetLimitSchedules(t *testing.T) {
 		if got := f.limit("a"); got != 3 {
 			t.Fatalf("older than 3 intervals: limit %d, want ceil(8/3) = 3", got)
 		}
-		if st := f.bal.State().Backends[0]; st.Load != nil {
+		if st := f.members()[0]; st.Load != nil {
 			t.Fatalf("state shows a stale report: %+v", st.Load)
 		}
 	})
 	t.Run("a reported capacity wins, and goes when the report does", func(t *testing.T) {
 		f := newFleetFixture(t, 1)
 		f.observe("a", &protocol.Load{InFlight: 0, Capacity: 20})
-		st := f.bal.State().Backends[0]
+		st := f.members()[0]
 		if st.Capacity != 20 || st.Limit != 20 {
 			t.Fatalf("capacity %d limit %d, want 20 and 20", st.Capacity, st.Limit)
 		}
@@ -434,11 +436,11 @@ func TestFleetLimitSchedules(t *testing.T) {
 			t.Fatalf("leases on a %d, want 20", got["a"])
 		}
 		f.observe("a", &protocol.Load{InFlight: 2, Capacity: 4})
-		if st := f.bal.State().Backends[0]; st.Capacity != 4 || st.Limit != 2 {
+		if st := f.members()[0]; st.Capacity != 4 || st.Limit != 2 {
 			t.Fatalf("capacity %d limit %d, want 4 and 2", st.Capacity, st.Limit)
 		}
 		f.observe("a", nil)
-		if st := f.bal.State().Backends[0]; st.Capacity != 8 || st.Limit != 8 {
+		if st := f.members()[0]; st.Capacity != 8 || st.Limit != 8 {
 			t.Fatalf("no report: capacity %d limit %d, want the configured 8", st.Capacity, st.Limit)
 		}
 	})
@@ -446,7 +448,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		l := &protocol.Load{InFlight: 4}
 		f.observe("a", l)
-		lease, err := f.bal.Snapshot().Acquire(f.app, nil)
+		lease, err := f.bal.Acquire(f.bal.Snapshot(), f.app, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,7 +464,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &protocol.Load{InFlight: 0}) // a: limit 8, paced to ceil(8/3) = 3
 		ls := f.takeOnA(t, 3)
-		ls[2].Full() // the backend refused the third
+		f.bal.Report(Result{Outcome: RefusedFull, App: f.app, Lease: ls[2]}) // the backend refused the third
 		ls[2].Release()
 		defer release(ls[:2])
 		if got := f.limit("a"); got != 2 {
@@ -558,9 +560,9 @@ func TestFleetLimitSchedules(t *testing.T) {
 		f := newFleetFixture(t, 3)
 		f.observe("a", &protocol.Load{InFlight: 5, Capacity: 8})
 		f.now = f.now.Add(250 * time.Millisecond)
-		st := f.bal.State().Backends
-		if st[0].Load == nil || *st[0].Load != (LoadState{InFlight: 5, Capacity: 8, AgeMs: 250}) {
-			t.Fatalf("a's load %+v, want {5 8 250}", st[0].Load)
+		st := f.members()
+		if l := st[0].Load; l == nil || l.InFlight != 5 || l.Capacity != 8 || f.now.Sub(l.At) != 250*time.Millisecond {
+			t.Fatalf("a's load %+v, want 5 of 8, 250ms old", l)
 		}
 		if st[0].Limit != 1 || st[1].Limit != 3 || st[1].Load != nil {
 			t.Fatalf("limits %d/%d load b %+v, want 8 - 5 paced to 1, 3 and null", st[0].Limit, st[1].Limit, st[1].Load)
@@ -590,7 +592,7 @@ func TestFleetLimitUnderConcurrentReports(t *testing.T) {
 	const maxReported = 12
 	var peak atomic.Int64
 	stop := testproc.Workers(4, func(_, _ int) bool {
-		if l, err := bal.Snapshot().Acquire(app, nil); err == nil {
+		if l, err := bal.Acquire(bal.Snapshot(), app, nil); err == nil {
 			raiseTo(&peak, l.Backend.InFlight())
 			l.Release()
 		}

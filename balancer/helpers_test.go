@@ -1,8 +1,9 @@
 package balancer
 
 import (
-	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,14 +56,13 @@ func raiseTo(a *atomic.Int64, n int64) {
 	}
 }
 
-// newTestBalancer builds a balancer on cfg with a fixed clock and a private registry.
+// newTestBalancer builds a balancer on cfg with a private registry.
 func newTestBalancer(t testing.TB, cfg *configs.Config, overrides map[string]string) *Balancer {
 	t.Helper()
-	b, err := New(Options{Config: cfg, Overrides: overrides, Registerer: prometheus.NewRegistry(), Webhook: nopPoster{}})
+	b, err := New(Options{Config: cfg, Overrides: overrides, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
 	return b
 }
 
@@ -91,9 +91,45 @@ func reloadReady(bal *Balancer, apps []configs.App, backends []configs.Backend) 
 	markReady(bal, ids)
 }
 
-type nopPoster struct{}
+// recorder is an Observer and an Events that keeps everything it hears, in order.
+type recorder struct {
+	mu    sync.Mutex
+	heard []string
+}
 
-func (nopPoster) Post(_ context.Context, _ string, _ []byte) error { return nil }
+func (r *recorder) note(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.heard = append(r.heard, s)
+}
+
+func (r *recorder) Exhausted(pool, app, service string, fallbackAllowed bool) {
+	r.note(fmt.Sprintf("exhausted %s %s %s %v", pool, app, service, fallbackAllowed))
+}
+
+func (r *recorder) FellBack(pool, app, service string) {
+	r.note(fmt.Sprintf("fallback %s %s %s", pool, app, service))
+}
+
+func (r *recorder) Add(kind, message string) { r.note(kind + ": " + message) }
+
+// all returns what r heard so far.
+func (r *recorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.heard)
+}
+
+// recordingBalancer builds a balancer on cfg whose Observer and Events are rec, with a private
+// registry and clock (nil: time.Now).
+func recordingBalancer(t testing.TB, cfg *configs.Config, rec *recorder, now func() time.Time) *Balancer {
+	t.Helper()
+	b, err := New(Options{Config: cfg, Registerer: prometheus.NewRegistry(), Observer: rec, Events: rec, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func testCounter(t testing.TB, c prometheus.Counter) float64 {
 	t.Helper()

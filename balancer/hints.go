@@ -12,10 +12,11 @@ import "sync/atomic"
 // against 0.30-0.37 µs and 0.13-0.17 µs with them. A scan stays well over 1 µs at 1,024
 // (15-18 times the cost with hints), so the hints stay.
 //
-// The hints belong to a candidate list (one (pool, service) of a snapshot), one per group and
-// block of the pool's members in id order; every set of the list shares them. A health change
-// replaces a list's set with one where a member joined or left a group; the other members keep
-// their blocks and their registrations, so a change costs its pool no walk over its members.
+// The hints belong to a candidate list (one (pool, service) of a snapshot) and live in its cell
+// (candCell), one per group and block of the pool's members in id order; every set of the list
+// shares them. A health change replaces a list's set with one where a member joined or left a
+// group; the other members keep their blocks and their registrations, so a change costs its
+// pool no walk over its members.
 //
 // Invariants, for a list whose set is not stale:
 //
@@ -32,7 +33,7 @@ import "sync/atomic"
 //  4. Register, then publish: a member's slot raises the hints of the groups it is joining
 //     before the set that has it there is published, so every release that follows a pick's
 //     load of the set raises them; it stops raising the hints of the groups it left only after
-//     (Snapshot.regroup).
+//     (regroup, snapshot.go).
 //  5. Join, then raise: once a set where a member joined a group is published, the block's hint
 //     is raised to the member's capacity (a pick on the older set, which does not list the
 //     member, may have lowered it below the member's spare).
@@ -43,7 +44,7 @@ import "sync/atomic"
 //     block whose hint is no more than the best spare found skips nothing better.
 //
 // The hints only steer the choice: the lease itself is slot.tryAcquire's check-and-take against
-// the limit, checked again against the limit current after the take (Snapshot.lease), so no
+// the limit, checked again against the limit current after the take (Snapshot.takeSlot), so no
 // interleaving of hints or limit changes can put a backend over its limit. What the invariants
 // prevent is a pick on a current set that skips a member with more spare (a worse choice), or
 // finds none while one is free (a 503 on a free backend).
@@ -199,7 +200,7 @@ func (h *spareHint) tighten(seen, top int64, l *candList, g, k int) {
 	if top >= seen || !h.bound.CompareAndSwap(seen, top) {
 		return
 	}
-	cur := l.cur.Load()
+	cur := l.current()
 	for _, m := range cur.groups[g].block(k) {
 		if spare := m.capacity - m.slot.inFlight.Load(); spare > top {
 			h.raise(spare)
@@ -221,11 +222,11 @@ func regsOf(m *member, lists []*candList, also []int8) *[]hintReg {
 	var regs []hintReg
 	k := m.pos / hintBlock
 	for i, l := range lists {
-		if g := l.in[m.pos]; g != groupNone {
-			regs = append(regs, hintReg{hint: &l.hints[g][k], capacity: m.capacity})
+		if g := l.live.in[m.pos]; g != groupNone {
+			regs = append(regs, hintReg{hint: &l.live.hints[g][k], capacity: m.capacity})
 		}
-		if also != nil && also[i] != groupNone && also[i] != l.in[m.pos] {
-			regs = append(regs, hintReg{hint: &l.hints[also[i]][k], capacity: m.capacity})
+		if also != nil && also[i] != groupNone && also[i] != l.live.in[m.pos] {
+			regs = append(regs, hintReg{hint: &l.live.hints[also[i]][k], capacity: m.capacity})
 		}
 	}
 	if regs == nil {

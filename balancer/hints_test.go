@@ -39,10 +39,10 @@ func linearPick(s *Snapshot, set *candSet, ms []*member, start int, tried *Tried
 func checkHints(t *testing.T, s *Snapshot) {
 	t.Helper()
 	for key, l := range s.lists {
-		set := l.cur.Load()
+		set := l.current()
 		for gi := range set.groups {
 			g := &set.groups[gi]
-			if len(g.hints) != len(l.hints[gi]) || (len(g.hints) > 0 && &g.hints[0] != &l.hints[gi][0]) {
+			if len(g.hints) != len(l.live.hints[gi]) || (len(g.hints) > 0 && &g.hints[0] != &l.live.hints[gi][0]) {
 				t.Fatalf("list %v group %d: the set's hints are not the list's", key, gi)
 			}
 			for k := range g.hints {
@@ -127,7 +127,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 						s = retired
 					}
 					l := s.AppByName("www").primary
-					set := l.cur.Load()
+					set := l.current()
 					gi := rng.IntN(2)
 					g := &set.groups[gi]
 					var tried Tried
@@ -199,7 +199,7 @@ func TestHintsHoldAfterConcurrentLeases(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, app := benchBalancer(t, tc.n)
+			bal, s, app := benchBalancer(t, tc.n)
 			for i, m := range s.members {
 				m.slot.inFlight.Add(int64(1 + i%900))
 			}
@@ -216,7 +216,7 @@ func TestHintsHoldAfterConcurrentLeases(t *testing.T) {
 							held = held[:len(held)-1]
 							continue
 						}
-						l, err := s.Acquire(app, nil)
+						l, err := bal.Acquire(s, app, nil)
 						if err != nil {
 							t.Error(err)
 							return
@@ -266,14 +266,14 @@ func TestTightenKeepsReleasesDuringTheScan(t *testing.T) {
 			x, y := ms[0], ms[1]
 			x.slot.inFlight.Store(5)
 			y.slot.inFlight.Store(7)
-			l := &candList{hints: [2][]spareHint{make([]spareHint, 1), make([]spareHint, 1)}}
-			h := &l.hints[0][0]
+			l := &candList{live: &candCell{hints: [2][]spareHint{make([]spareHint, 1), make([]spareHint, 1)}}}
+			h := &l.live.hints[0][0]
 			h.bound.Store(tc.bound)
 			scanned := ms
 			if tc.join {
 				scanned = []*member{y}
 			}
-			l.cur.Store(&candSet{groups: [2]rankGroup{newRankGroup(scanned, 1, l.hints[0]), newRankGroup(nil, 1, l.hints[1])}})
+			l.live.cur.Store(&candSet{groups: [2]rankGroup{newRankGroup(scanned, 1, l.live.hints[0]), newRankGroup(nil, 1, l.live.hints[1])}})
 			regs := []hintReg{{hint: h, capacity: 10}}
 			x.slot.hints.Store(&regs)
 			seen := h.bound.Load()
@@ -287,8 +287,8 @@ func TestTightenKeepsReleasesDuringTheScan(t *testing.T) {
 					t.Fatalf("release left the bound at %d (seen %d)", got, seen)
 				}
 			}
-			if tc.join { // what Snapshot.regroup does: publish, then raise to the capacity
-				l.cur.Store(&candSet{groups: [2]rankGroup{newRankGroup(ms, 1, l.hints[0]), newRankGroup(nil, 1, l.hints[1])}})
+			if tc.join { // what regroup does: publish, then raise to the capacity
+				l.live.cur.Store(&candSet{groups: [2]rankGroup{newRankGroup(ms, 1, l.live.hints[0]), newRankGroup(nil, 1, l.live.hints[1])}})
 				h.raise(x.capacity)
 			}
 			h.tighten(seen, top, l, 0, 0)

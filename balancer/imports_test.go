@@ -11,9 +11,10 @@ import (
 // TestImportsStayDownstream walks the pollbal packages the balancer's non-test files depend on,
 // directly or through each other (what `go list -deps ./balancer` lists), and fails on any that
 // data flows into the balancer from or out of it to: the warning round reads the balancer
-// through warning.Members, the poller publishes through its Sink, proxy and admin read it.
+// through warning.Members, the poller publishes through its Sink, the alarms hear it through
+// its Observer port, proxy and admin read it and report to it.
 func TestImportsStayDownstream(t *testing.T) {
-	forbidden := []string{"pollbal/warning", "pollbal/poller", "pollbal/proxy", "pollbal/admin", "pollbal/cmd/pollbal"}
+	forbidden := []string{"pollbal/warning", "pollbal/poller", "pollbal/alarms", "pollbal/proxy", "pollbal/admin", "pollbal/cmd/pollbal"}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,16 @@ import (
 	"time"
 )
 
-// ErrNoCandidate means the app's pool (and default, where fallback is allowed) has no available
-// candidate: the request is answered 503 pool_exhausted.
-var ErrNoCandidate = errors.New("no available candidate")
+// Errors of Acquire.
+var (
+	// ErrNoCandidate means the app's pool (and default, where fallback is allowed) has no
+	// available candidate.
+	ErrNoCandidate = errors.New("no available candidate")
+	// ErrBehindWaiters means requests are queued for a slot (proxy.queue_timeout) and the app's
+	// pool or its fallback has a ready backend: a first try queues behind them (Wait) rather
+	// than take a slot ahead of them. It is not an exhausted pool.
+	ErrBehindWaiters = errors.New("requests are queued for a slot")
+)
 
 // MaxTried is how many backends one request can exclude: the candidates it tries, retries and
 // moves past refusals as full together. The proxy sizes its attempts to fit (a compile-time
@@ -38,14 +45,15 @@ func (t *Tried) has(b *Backend) bool {
 }
 
 // Lease is one capacity slot held on a backend. Release it when the forward ends, whatever the
-// outcome. A Lease is a small value; copying it does not duplicate the slot. Release is
-// idempotent on one Lease variable; a copy released as well (a bug) cannot take the address's
-// in-flight count below 0, though while other leases are held it returns one of theirs early.
+// outcome, after reporting what the forward learned (Balancer.Report). A Lease is a small
+// value; copying it does not duplicate the slot. Release is idempotent on one Lease variable; a
+// copy released as well (a bug) cannot take the address's in-flight count below 0, though while
+// other leases are held it returns one of theirs early.
 type Lease struct {
 	Backend  *Backend
 	Pool     string // the pool served from (the app's, or default after a fallback)
 	Fallback bool
-	snap     *Snapshot
+	snap     *Snapshot // the snapshot it was taken from: its proxy settings judge the forward's result
 }
 
 // Release returns the slot; later calls on l do nothing.
@@ -56,83 +64,39 @@ func (l *Lease) Release() {
 	}
 }
 
-// Answered records a forward that the backend answered with status code: it ends the
-// backend's failure streak, except for a 502, 503 or 504 under proxy.eject_on_5xx, which
-// counts towards eject_after like a failed forward. A refusal as full is recorded by Full.
-func (l Lease) Answered(code int) {
-	if ejectsAnswer(code, l.snap.cfg.Proxy.EjectOn5xx) {
-		l.countFailure()
-		return
-	}
-	if l.Backend.failStreak.Load() != 0 {
-		l.Backend.failStreak.Store(0)
-	}
-}
-
-// Full records that the backend refused the request as full (503 with X-Pool-Full) before
-// doing any work: counted, but not a failed forward, so it never leads to an ejection.
-func (l Lease) Full() {
-	l.Backend.full.Inc()
-	l.snap.backendFull(l)
-}
-
-// Failed records a failed forward: it is counted in pollbal_backend_errors_total{backend,
-// reason}, logged at warn (at most once a second per backend), and, unless the backend
-// answered something unusable, counted towards eject_after.
-func (l Lease) Failed(f Failure) {
-	l.Backend.errors[f.Reason].Inc()
-	l.snap.bal.logFailure(l.Backend, l.Pool, f)
-	if ejects(f.Reason) {
-		l.countFailure()
-	}
-}
-
-// countFailure adds one to the backend's failure streak; eject_after in a row take it out of
-// scheduling until its next good check.
-func (l Lease) countFailure() {
-	n := l.Backend.failStreak.Add(1)
-	limit := int64(l.snap.cfg.Proxy.EjectAfter)
-	if limit > 0 && n >= limit && l.Backend.ejected.CompareAndSwap(false, true) {
-		l.snap.bal.ejected(l.Backend, n)
-	}
-}
-
-// Acquire picks the best available candidate for app and takes a slot on it: the app's own pool
-// first, then default where the app allows fallback. It records a pool_fallback when it falls
-// back and raises pool_exhausted (deduplicated) when nothing is available. Backends in tried are
-// skipped; a retry (tried not empty) that finds nothing raises no alarm, since the request is
-// answered for the backend it could not reach, not for an exhausted pool.
+// Acquire picks the best available candidate for app in snap, the request's snapshot, and takes
+// a slot on it: the app's own pool first, then default where the app allows fallback, which it
+// counts in pollbal_pool_fallback_total and tells the Observer. Backends in tried are skipped.
+// When nothing is available it returns ErrNoCandidate and raises nothing: the caller reports
+// Exhausted when it answers the request as for an exhausted pool.
 //
 // While requests are queued (queue.go), a first try (tried empty) that could queue (its pool or
-// fallback has a ready backend) returns ErrNoCandidate at once without an alarm, so that the
-// caller queues behind them rather than taking a slot ahead; one that cannot queue goes on and
-// raises the alarm.
-func (s *Snapshot) Acquire(app *App, tried *Tried) (Lease, error) {
-	return s.acquire(app, tried, false)
+// fallback has a ready backend) returns ErrBehindWaiters at once, so that the caller queues
+// behind them rather than taking a slot ahead; one that cannot queue goes on.
+func (b *Balancer) Acquire(snap *Snapshot, app *App, tried *Tried) (Lease, error) {
+	if (tried == nil || tried.n == 0) && snap.cfg.Proxy.QueueTimeout > 0 && b.queues.waiting.Load() != 0 &&
+		(hasReady(app.primary) || hasReady(app.fallback)) {
+		return Lease{}, ErrBehindWaiters
+	}
+	return acquire(snap, app, tried, b.now, b.observer)
 }
 
-// acquire is Acquire; for a waiter (the queue's dispatch serving it) it neither defers to the
-// queue nor raises an alarm, since the request raised it when it queued.
-func (s *Snapshot) acquire(app *App, tried *Tried, waiter bool) (Lease, error) {
-	first := !waiter && (tried == nil || tried.n == 0)
-	if q := s.queue; q != nil && first && q.waiting.Load() != 0 && (hasReady(app.primary) || hasReady(app.fallback)) {
-		return Lease{}, ErrNoCandidate
-	}
+// acquire is Acquire without the queue: the queue's dispatch takes its waiters' leases with it.
+// clock is read only under slow start.
+func acquire(s *Snapshot, app *App, tried *Tried, clock func() time.Time, obs Observer) (Lease, error) {
 	var now time.Time
 	if s.slowStart > 0 {
-		now = s.bal.now()
+		now = clock()
 	}
 	if b := s.take(app.primary, tried, now); b != nil {
 		return Lease{Backend: b, Pool: app.Pool, snap: s}, nil
 	}
 	if app.fallback != nil {
 		if b := s.take(app.fallback, tried, now); b != nil {
-			s.bal.fellBack(app)
+			app.counters.fallback.Inc()
+			obs.FellBack(app.Pool, app.Name, app.Service)
 			return Lease{Backend: b, Pool: app.fallback.pool, Fallback: true, snap: s}, nil
 		}
-	}
-	if first {
-		s.bal.exhausted(app)
 	}
 	return Lease{}, ErrNoCandidate
 }
@@ -140,14 +104,14 @@ func (s *Snapshot) acquire(app *App, tried *Tried, waiter bool) (Lease, error) {
 // take selects and leases one member of l; nil when none is available. When a take loses a race
 // the selection runs again, so the next best candidate is tried.
 func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
-	set := l.cur.Load()
+	set := l.current()
 	for gi := range set.groups {
 		for attempt := 0; attempt <= len(set.groups[gi].members); attempt++ {
 			m, limit := s.pick(l, set, gi, tried, now)
 			if m == nil {
 				break
 			}
-			if s.lease(m, limit, now) {
+			if s.takeSlot(m, limit, now) {
 				return m.b
 			}
 		}
@@ -155,14 +119,14 @@ func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 	return nil
 }
 
-// lease takes a slot on m, which a pick chose under limit. The check-and-take compares against
+// takeSlot takes a slot on m, which a pick chose under limit. The check-and-take compares against
 // limit, read by the pick, and a reload or a fleet report may have lowered m's limit since: so
 // the current limit is read again after the take, and a take that put the count past it is
 // given back (released, which raises the hints and wakes the queue like any release). Go's
 // atomics are sequentially consistent: a take whose re-read still saw the old limit came
 // before the lowering's store, so once a lowering is published every lease taken afterwards
 // is within it (see "Ranking and leases" in the README).
-func (s *Snapshot) lease(m *member, limit int64, now time.Time) bool {
+func (s *Snapshot) takeSlot(m *member, limit int64, now time.Time) bool {
 	n := m.slot.tryAcquire(limit)
 	if n == 0 {
 		return false
@@ -322,7 +286,7 @@ func (s *Snapshot) candidates(l *candList, now time.Time) int {
 		return 0
 	}
 	n := 0
-	set := l.cur.Load()
+	set := l.current()
 	for gi := range set.groups {
 		for _, m := range set.groups[gi].members {
 			if limit, ok := s.available(m, nil, now); ok && m.slot.inFlight.Load() < limit {

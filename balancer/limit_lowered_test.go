@@ -25,8 +25,8 @@ func TestTakeAfterLimitLoweredSincePick(t *testing.T) {
 		{name: "reload lowers the capacity", want: 2, lower: func(bal *Balancer, _ []Lease) {
 			bal.Update(cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20041", Capacity: 2}}))
 		}},
-		{name: "refusal as full lowers the limit", want: 2, lower: func(_ *Balancer, held []Lease) {
-			held[0].Full()
+		{name: "refusal as full lowers the limit", want: 2, lower: func(bal *Balancer, held []Lease) {
+			bal.Report(Result{Outcome: RefusedFull, App: held[0].snap.AppByName("www"), Lease: held[0]})
 		}},
 	}
 	for _, tc := range cases {
@@ -38,7 +38,7 @@ func TestTakeAfterLimitLoweredSincePick(t *testing.T) {
 			if got := m.b.limit.Load(); got != tc.want {
 				t.Fatalf("limit %d after the lowering, want %d", got, tc.want)
 			}
-			if s.lease(m, limit, time.Time{}) {
+			if s.takeSlot(m, limit, time.Time{}) {
 				held = append(held, Lease{Backend: m.b})
 				t.Errorf("took a slot with %d in flight on limit %d (the pick's limit was %d)", m.b.InFlight(), tc.want, limit)
 			}
@@ -63,7 +63,7 @@ func holdThenPick(t *testing.T, bal *Balancer, n int, id string) (held []Lease, 
 	t.Helper()
 	for range n {
 		s := bal.Snapshot()
-		l, err := s.Acquire(s.AppByName("www"), nil)
+		l, err := bal.Acquire(s, s.AppByName("www"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func holdThenPick(t *testing.T, bal *Balancer, n int, id string) (held []Lease, 
 	}
 	s = bal.Snapshot()
 	app := s.AppByName("www")
-	set := app.primary.cur.Load()
+	set := app.primary.current()
 	m, limit = s.pick(app.primary, set, 0, nil, time.Time{})
 	if m == nil || m.b.ID != id || limit != 8 {
 		t.Fatalf("pick: %v under limit %d, want backend %s under 8", m, limit, id)
@@ -108,7 +108,7 @@ func TestLimitLoweredUnderConcurrentLeases(t *testing.T) {
 	stop := testproc.Workers(workers, func(_, _ int) bool {
 		before := phase.Load() // read before the take: the take comes after it
 		s := bal.Snapshot()
-		l, err := s.Acquire(s.AppByName("www"), nil)
+		l, err := bal.Acquire(s, s.AppByName("www"), nil)
 		if errors.Is(err, ErrNoCandidate) {
 			runtime.Gosched()
 			return true
@@ -168,13 +168,13 @@ func TestRefusedTakeInsideQueueDispatch(t *testing.T) {
 	bal := newTestBalancer(t, cfg, nil)
 	markReady(bal, ids)
 	held, s, m, limit := holdThenPick(t, bal, 3, "q0")
-	held[0].Full() // lowers the limit to what is held: 2
+	bal.Report(Result{Outcome: RefusedFull, App: s.AppByName("www"), Lease: held[0]}) // lowers the limit to what is held: 2
 	q := m.slot.queues
 	q.waiting.Add(1) // a waiter is queued, as when dispatch runs
 	defer q.waiting.Add(-1)
 	q.mu.Lock() // dispatch holds the lock while it takes
 	done := make(chan bool)
-	go func() { done <- s.lease(m, limit, time.Time{}) }()
+	go func() { done <- s.takeSlot(m, limit, time.Time{}) }()
 	select {
 	case took := <-done:
 		q.mu.Unlock()

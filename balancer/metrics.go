@@ -2,10 +2,10 @@ package balancer
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"pollbal/configs"
 	"pollbal/internal/metric"
 )
 
@@ -26,10 +26,7 @@ type metrics struct {
 	fallback  *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
 	full      *prometheus.CounterVec
-	errors    *prometheus.CounterVec   // pollbal_backend_errors_total
-	requests  *prometheus.CounterVec   // pollbal_requests_total (requests.go)
-	durations *prometheus.HistogramVec // pollbal_request_duration_seconds
-	noApp     *RequestMetrics          // requests that matched no app
+	errors    *prometheus.CounterVec // pollbal_backend_errors_total
 
 	ready, inFlight, limit *prometheus.Desc
 }
@@ -56,14 +53,9 @@ func newMetrics(reg prometheus.Registerer, bal *Balancer) (*metrics, error) {
 		inFlight: prometheus.NewDesc("pollbal_backend_in_flight", "Requests this instance has in flight on the backend (leases held).", []string{"backend"}, nil),
 		limit:    prometheus.NewDesc("pollbal_backend_limit", "Requests this instance may have in flight on the backend now: its share of the capacity for the fleet (fleet.instances, load reports), slow start applied.", []string{"backend"}, nil),
 	}
-	m.requests, m.durations = newRequestVecs()
-	if err := metric.Register(reg, m.exhausted, m.fallback, m.ignored, m.full, m.errors, m.requests, m.durations, m); err != nil {
+	if err := metric.Register(reg, m.exhausted, m.fallback, m.ignored, m.full, m.errors, m); err != nil {
 		return nil, fmt.Errorf("register balancer metrics: %w", err)
 	}
-	m.noApp = m.newRequestMetrics(noAppLabel)
-	// A request that matches no app is answered 404 no_app: that series is known from the
-	// start, so a dashboard of pollbal_requests_total shows 0, not "no data", until traffic.
-	m.noApp.child(http.StatusNotFound)
 	return m, nil
 }
 
@@ -118,4 +110,28 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, v, mb.cfg.ID, mb.pool)
 		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(mb.b.InFlight()), mb.cfg.ID)
 	}
+}
+
+// syncAppMetricsLocked resolves the pool counters of cfg's apps: an app that stays in the same
+// pool keeps its children, any other gets new ones, and the series of an app that left or moved
+// are deleted. The caller holds the balancer's mutex.
+func (b *Balancer) syncAppMetricsLocked(cfg *configs.Config) {
+	counters := make(map[string]*appCounters, len(cfg.Apps))
+	for _, a := range cfg.Apps {
+		pool, _, _ := configs.AppPool(a)
+		c := b.counters[a.Name]
+		if c == nil || c.pool != pool {
+			if c != nil {
+				b.metrics.forget(c)
+			}
+			c = b.metrics.appCounters(a.Name, pool)
+		}
+		counters[a.Name] = c
+	}
+	for name, c := range b.counters {
+		if counters[name] == nil {
+			b.metrics.forget(c)
+		}
+	}
+	b.counters = counters
 }

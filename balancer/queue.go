@@ -24,15 +24,19 @@ var (
 // queueCheckEvery is how often a waiter asks whether its client is still there.
 const queueCheckEvery = 20 * time.Millisecond
 
-// waitQueues holds the FIFO queues of requests waiting for a slot, one per pool and service.
-// They outlive snapshots: a reload keeps the waiters and wakes those that now fit. waiting is
-// the number of waiters over all queues: the one atomic load a release pays while it is 0.
+// waitQueues holds the FIFO queues of requests waiting for a slot, one per pool and service: a
+// component of the balancer that the proxy calls through Balancer.Wait. They outlive snapshots:
+// a reload keeps the waiters and wakes those that now fit, and a waiter is served from the
+// snapshot current when a slot comes, which may be newer than the one its request read. waiting
+// is the number of waiters over all queues: the one atomic load a release pays while it is 0.
 // Slots are handed over directly: a release that finds waiters keeps the slot taken and gives
 // it (or a slot the waiter's selection prefers) to the oldest waiter that can use it, so a new
 // arrival never takes a slot ahead of a waiter. It is safe for concurrent use.
 type waitQueues struct {
-	waiting atomic.Int64
-	bal     *Balancer
+	waiting  atomic.Int64
+	cur      *atomic.Pointer[Snapshot] // where the balancer publishes the current snapshot
+	now      func() time.Time
+	observer Observer // hears the fallbacks of the leases it hands over
 
 	mu     sync.Mutex // guards the fields below
 	seq    uint64
@@ -51,10 +55,12 @@ type waiter struct {
 	started time.Time
 }
 
-func newWaitQueues(bal *Balancer, reg prometheus.Registerer) (*waitQueues, error) {
+func newWaitQueues(cur *atomic.Pointer[Snapshot], now func() time.Time, obs Observer, reg prometheus.Registerer) (*waitQueues, error) {
 	q := &waitQueues{
-		bal:   bal,
-		byKey: map[[2]string][]*waiter{},
+		cur:      cur,
+		now:      now,
+		observer: obs,
+		byKey:    map[[2]string][]*waiter{},
 		length: prometheus.NewDesc("pollbal_queue_length",
 			"Requests waiting for a free slot of the pool for the service (proxy.queue_timeout).", []string{"pool", "service"}, nil),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -83,22 +89,25 @@ func (b *Balancer) QueueLength(pool string) int {
 	return n
 }
 
-// Wait queues a request for app that found no available candidate, for up to
-// proxy.queue_timeout, and returns the lease it was handed. It returns ErrNoCandidate at once
-// when the queue is off (queue_timeout 0) or neither the app's pool nor its fallback has a
-// ready backend for the service, ErrQueueFull when the app's pool already has max_queue
-// waiters for the service, ErrQueueTimeout after queue_timeout, and ErrGone as soon as gone
-// (called every queueCheckEvery; may be nil) reports that the client went away.
-func (s *Snapshot) Wait(app *App, gone func() bool) (Lease, error) {
-	timeout := s.cfg.Proxy.QueueTimeout
+// Wait queues a request for app (of snap, the request's snapshot, whose proxy settings apply)
+// that found no available candidate, for up to proxy.queue_timeout, and returns the lease it
+// was handed. That lease is taken from the snapshot current when a slot came, which may be newer
+// than snap (a reload or a move in between): its Backend and Pool are those of that snapshot.
+// Wait returns ErrNoCandidate at once when the queue is off (queue_timeout 0) or neither the
+// app's pool nor its fallback has a ready backend for the service, ErrQueueFull when the app's
+// pool already has max_queue waiters for the service, ErrQueueTimeout after queue_timeout, and
+// ErrGone as soon as gone (called every queueCheckEvery; may be nil) reports that the client
+// went away.
+func (b *Balancer) Wait(snap *Snapshot, app *App, gone func() bool) (Lease, error) {
+	timeout := snap.cfg.Proxy.QueueTimeout
 	if timeout <= 0 || !(hasReady(app.primary) || hasReady(app.fallback)) {
 		return Lease{}, ErrNoCandidate
 	}
-	q := s.bal.queues
+	q := b.queues
 	key := [2]string{app.Pool, app.Service}
-	w := &waiter{app: app.Name, key: key, ch: make(chan Lease, 1), started: s.bal.now()}
+	w := &waiter{app: app.Name, key: key, ch: make(chan Lease, 1), started: q.now()}
 	q.mu.Lock()
-	if len(q.byKey[key]) >= s.cfg.Proxy.MaxQueue {
+	if len(q.byKey[key]) >= snap.cfg.Proxy.MaxQueue {
 		q.mu.Unlock()
 		return Lease{}, ErrQueueFull
 	}
@@ -142,7 +151,7 @@ func (s *Snapshot) Wait(app *App, gone func() bool) (Lease, error) {
 }
 
 func (q *waitQueues) observe(w *waiter) {
-	q.wait.WithLabelValues(w.key[0]).Observe(q.bal.now().Sub(w.started).Seconds())
+	q.wait.WithLabelValues(w.key[0]).Observe(q.now().Sub(w.started).Seconds())
 }
 
 // leave takes w out of its queue; when it was served meanwhile, it returns the lease instead.
@@ -181,7 +190,7 @@ func (q *waitQueues) remove(key [2]string, i int) {
 
 // wake serves the waiters that fit now: after a release (the released slot goes to the oldest
 // waiter that can use it: a new arrival does not take it first, since Acquire sends arrivals to
-// the queue while anyone waits), a reload or a health change.
+// the queue while anyone waits, ErrBehindWaiters), a reload or a health change.
 func (q *waitQueues) wake() {
 	if q.waiting.Load() == 0 {
 		return
@@ -198,7 +207,7 @@ func (q *waitQueues) dispatchLocked() {
 	if len(q.byKey) == 0 {
 		return
 	}
-	snap := q.bal.snap.Load()
+	snap := q.cur.Load()
 	keys := make([][2]string, 0, len(q.byKey))
 	for k := range q.byKey {
 		keys = append(keys, k)
@@ -211,7 +220,7 @@ func (q *waitQueues) dispatchLocked() {
 			if app == nil {
 				break // the app left with a reload: its waiters time out
 			}
-			l, err := snap.acquire(app, nil, true)
+			l, err := acquire(snap, app, nil, q.now, q.observer)
 			if err != nil {
 				break
 			}
@@ -227,7 +236,7 @@ func hasReady(l *candList) bool {
 	if l == nil {
 		return false
 	}
-	set := l.cur.Load()
+	set := l.current()
 	return len(set.groups[0].members)+len(set.groups[1].members) > 0
 }
 
@@ -237,7 +246,7 @@ func (q *waitQueues) Describe(ch chan<- *prometheus.Desc) { ch <- q.length }
 // Collect implements prometheus.Collector: the queue length of every pool and service of the
 // current snapshot (0 when nobody waits), and of any other that still has waiters.
 func (q *waitQueues) Collect(ch chan<- prometheus.Metric) {
-	snap := q.bal.Snapshot()
+	snap := q.cur.Load()
 	q.mu.Lock()
 	n := make(map[[2]string]int, len(snap.lists)+len(q.byKey))
 	for k := range snap.lists {

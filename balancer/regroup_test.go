@@ -41,7 +41,7 @@ func work(b *Balancer) setWork {
 func currentSets(s *Snapshot) map[[2]string]*candSet {
 	out := map[[2]string]*candSet{}
 	for k, l := range s.lists {
-		out[k] = l.cur.Load()
+		out[k] = l.current()
 	}
 	return out
 }
@@ -157,9 +157,9 @@ func TestRegroupMatchesRebuild(t *testing.T) {
 func compareWithRebuild(t *testing.T, s *Snapshot, step int) {
 	t.Helper()
 	for k, l := range s.lists {
-		got := l.cur.Load()
+		got := l.current()
 		fresh := newCandList(l.pool, l.service, l.pooled, &rotation{})
-		want := fresh.cur.Load()
+		want := fresh.current()
 		for g := range got.groups {
 			if a, b := ids(got.groups[g].members), ids(want.groups[g].members); !slices.Equal(a, b) {
 				t.Fatalf("step %d: list %v group %d: %v, a rebuild has %v", step, k, g, a, b)
@@ -168,8 +168,8 @@ func compareWithRebuild(t *testing.T, s *Snapshot, step int) {
 				t.Fatalf("step %d: list %v group %d: block bounds %v, a rebuild has %v", step, k, g, got.groups[g].starts, want.groups[g].starts)
 			}
 		}
-		if !slices.Equal(l.in, fresh.in) {
-			t.Fatalf("step %d: list %v: groups by member %v, a rebuild has %v", step, k, l.in, fresh.in)
+		if !slices.Equal(l.live.in, fresh.live.in) {
+			t.Fatalf("step %d: list %v: groups by member %v, a rebuild has %v", step, k, l.live.in, fresh.live.in)
 		}
 		if got.maxCap != want.maxCap && len(want.groups[0].members)+len(want.groups[1].members) > 0 {
 			t.Fatalf("step %d: list %v: largest capacity %d, a rebuild has %d", step, k, got.maxCap, want.maxCap)
@@ -178,8 +178,8 @@ func compareWithRebuild(t *testing.T, s *Snapshot, step int) {
 	for _, m := range s.members {
 		var want []*spareHint
 		for _, l := range s.byPool[m.pool] {
-			if g := l.in[m.pos]; g != groupNone {
-				want = append(want, &l.hints[g][m.pos/hintBlock])
+			if g := l.live.in[m.pos]; g != groupNone {
+				want = append(want, &l.live.hints[g][m.pos/hintBlock])
 			}
 		}
 		var got []*spareHint

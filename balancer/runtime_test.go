@@ -80,21 +80,27 @@ func TestRuntimeRestore(t *testing.T) {
 	if !second.Ready() {
 		t.Error("not ready after a restore")
 	}
-	byID := map[string]BackendState{}
-	for _, b := range second.State().Backends {
-		byID[b.ID] = b
+	health := func(id string) *Health {
+		t.Helper()
+		for _, m := range second.Snapshot().Members(time.Now()) {
+			if m.Backend.ID == id {
+				return m.Backend.Health()
+			}
+		}
+		t.Fatalf("%s is not a member of the snapshot", id)
+		return nil
 	}
-	if b := byID["renamed"]; !b.Ready || !b.Restored || len(b.Reports) != 1 || b.Reports[0].Version != "v1" {
-		t.Errorf("renamed: %+v, want ready, restored, with web-1's reports", b)
+	if h := health("renamed"); !h.Ready || !h.Restored || len(h.Reports) != 1 || h.Reports[0].Version != "v1" {
+		t.Errorf("renamed: %+v, want ready, restored, with web-1's reports", h)
 	}
-	if b := byID["web-2"]; !b.Ready || !b.Restored || !b.Ejected {
-		t.Errorf("web-2: %+v, want ready, restored and still ejected", b)
+	if h := health("web-2"); !h.Ready || !h.Restored || !second.backends["web-2"].Ejected() {
+		t.Errorf("web-2: %+v (ejected %v), want ready, restored and still ejected", h, second.backends["web-2"].Ejected())
 	}
-	if b := byID["web-4"]; b.Ready || b.Restored || b.Reason != "not checked yet" {
-		t.Errorf("web-4: %+v, want not checked yet and not restored", b)
+	if h := health("web-4"); h.Ready || h.Restored || h.Reason != "not checked yet" {
+		t.Errorf("web-4: %+v, want not checked yet and not restored", h)
 	}
 	s := second.Snapshot()
-	l, err := s.Acquire(s.AppByName("shop"), nil)
+	l, err := second.Acquire(s, s.AppByName("shop"), nil)
 	if err != nil {
 		t.Fatalf("Acquire after a restore: %v", err)
 	}
@@ -104,10 +110,8 @@ func TestRuntimeRestore(t *testing.T) {
 	l.Release()
 
 	second.Observe(Observation{ID: "renamed", Ready: true, Reports: []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v2"}}, Checked: time.Now()})
-	for _, b := range second.State().Backends {
-		if b.ID == "renamed" && b.Restored {
-			t.Error("still marked restored after its first check")
-		}
+	if health("renamed").Restored {
+		t.Error("still marked restored after its first check")
 	}
 }
 

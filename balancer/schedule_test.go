@@ -115,13 +115,13 @@ func TestAcquireResolution(t *testing.T) {
 			markReady(b, tc.ready)
 			s := b.Snapshot()
 			app := s.AppByName(tc.app.Name)
-			lease, err := s.Acquire(app, nil)
+			lease, err := b.Acquire(s, app, nil)
 			if tc.wantPool == "" {
 				if !errors.Is(err, ErrNoCandidate) {
 					t.Fatalf("got lease on %v (pool %s), want ErrNoCandidate", lease.Backend, lease.Pool)
 				}
-				if got := testCounter(t, app.counters.exhausted); got != 1 {
-					t.Fatalf("pool_exhausted_total = %v, want 1", got)
+				if got := testCounter(t, app.counters.exhausted); got != 0 {
+					t.Fatalf("pool_exhausted_total = %v after Acquire, want 0 (the proxy reports it)", got)
 				}
 				return
 			}
@@ -156,7 +156,7 @@ func TestBackendCannotMoveItself(t *testing.T) {
 	if pool, source, _ := b.Snapshot().PoolOf("x"); pool != "unassigned" || source != configs.PoolSourceConfig {
 		t.Fatalf("pool %s (%s), want unassigned (config)", pool, source)
 	}
-	if _, err := b.Snapshot().Acquire(b.Snapshot().AppByName("www"), nil); !errors.Is(err, ErrNoCandidate) {
+	if _, err := b.Acquire(b.Snapshot(), b.Snapshot().AppByName("www"), nil); !errors.Is(err, ErrNoCandidate) {
 		t.Fatalf("backend in unassigned was scheduled: %v", err)
 	}
 }
@@ -212,7 +212,7 @@ func TestRanking(t *testing.T) {
 			}
 			app := s.AppByName("www")
 			for i, want := range tc.want {
-				l, err := s.Acquire(app, nil)
+				l, err := b.Acquire(s, app, nil)
 				got := ""
 				if err == nil {
 					got = l.Backend.ID
@@ -233,7 +233,7 @@ func TestRotateSharesEqualSpare(t *testing.T) {
 	s := b.Snapshot()
 	counts := map[string]int{}
 	for i := 0; i < 400; i++ {
-		l, err := s.Acquire(s.AppByName("www"), nil)
+		l, err := b.Acquire(s, s.AppByName("www"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,20 +257,21 @@ func TestTriedIsSkipped(t *testing.T) {
 	markReady(b, []string{"b1", "b2"})
 	s := b.Snapshot()
 	var tried Tried
-	l, _ := s.Acquire(s.AppByName("www"), &tried)
+	l, _ := b.Acquire(s, s.AppByName("www"), &tried)
 	tried.Add(l.Backend)
 	l.Release()
-	l2, err := s.Acquire(s.AppByName("www"), &tried)
+	l2, err := b.Acquire(s, s.AppByName("www"), &tried)
 	if err != nil || l2.Backend == l.Backend {
 		t.Fatalf("retry picked %v (%v), want the other backend", l2.Backend, err)
 	}
 	tried.Add(l2.Backend)
 	l2.Release()
-	if _, err := s.Acquire(s.AppByName("www"), &tried); !errors.Is(err, ErrNoCandidate) {
+	if _, err := b.Acquire(s, s.AppByName("www"), &tried); !errors.Is(err, ErrNoCandidate) {
 		t.Fatalf("all tried: got %v, want ErrNoCandidate", err)
 	}
 	// Regression: a retry that finds no other candidate is a failed forward (502), not an
-	// exhausted pool: it must not count or alarm.
+	// exhausted pool: it must not count or alarm. Acquire counts no exhaustion at all; the proxy
+	// reports one only for a first try or after refusals as full.
 	if got := testCounter(t, s.AppByName("www").counters.exhausted); got != 0 {
 		t.Fatalf("a retry without candidates counted %v pool exhaustions, want 0", got)
 	}
@@ -284,18 +285,18 @@ func TestEjectAfterFailedForwards(t *testing.T) {
 	s := b.Snapshot()
 	app := s.AppByName("www")
 	for i := 0; i < 2; i++ {
-		l, err := s.Acquire(app, nil)
+		l, err := b.Acquire(s, app, nil)
 		if err != nil {
 			t.Fatalf("forward %d: %v", i, err)
 		}
-		l.Failed(Failure{Reason: ErrorReset, App: "www"})
+		b.Report(Result{Outcome: Failed, App: app, Lease: l, Reason: ErrorReset})
 		l.Release()
 	}
-	if _, err := s.Acquire(app, nil); !errors.Is(err, ErrNoCandidate) {
+	if _, err := b.Acquire(s, app, nil); !errors.Is(err, ErrNoCandidate) {
 		t.Fatalf("after 2 failures: %v, want ejected", err)
 	}
 	markReady(b, []string{"b1"}) // the next good check readmits it
-	if l, err := b.Snapshot().Acquire(app, nil); err != nil {
+	if l, err := b.Acquire(b.Snapshot(), app, nil); err != nil {
 		t.Fatalf("after a good check: %v", err)
 	} else {
 		l.Release()
@@ -376,7 +377,7 @@ func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
 	if got := testCounter(t, b.metrics.ignored.WithLabelValues("b1")); got != 2 {
 		t.Fatalf("pollbal_reports_ignored_total = %v, want 2 (one line per check)", got)
 	}
-	if l, err := b.Snapshot().Acquire(b.Snapshot().AppByName("www"), nil); err != nil {
+	if l, err := b.Acquire(b.Snapshot(), b.Snapshot().AppByName("www"), nil); err != nil {
 		t.Fatalf("the backend must stay a candidate for the declared service: %v", err)
 	} else {
 		l.Release()

@@ -37,7 +37,7 @@ const retired = math.MaxInt64 / 2
 // tryAcquire takes one slot if fewer than limit are in flight: one atomic check-and-take, so no
 // interleaving of callers can put more than limit leases on the address. It returns the count
 // it took the slot at (in flight, this lease included), 0 when it took none: the caller checks
-// that count against the limit current after the take (Snapshot.lease), since limit may have
+// that count against the limit current after the take (Snapshot.takeSlot), since limit may have
 // been read before a lowering.
 func (s *slot) tryAcquire(limit int64) int64 {
 	for {

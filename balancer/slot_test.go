@@ -48,7 +48,7 @@ func TestLeasesCountedPerAddressAcrossReloads(t *testing.T) {
 			held := make([]Lease, 0, tc.held)
 			for range tc.held {
 				s := bal.Snapshot()
-				l, err := s.Acquire(s.AppByName("www"), nil)
+				l, err := bal.Acquire(s, s.AppByName("www"), nil)
 				if err != nil {
 					t.Fatalf("lease %d: %v", len(held), err)
 				}
@@ -98,7 +98,7 @@ func acquireAll(t *testing.T, bal *Balancer) []Lease {
 	var out []Lease
 	for {
 		s := bal.Snapshot()
-		l, err := s.Acquire(s.AppByName("www"), nil)
+		l, err := bal.Acquire(s, s.AppByName("www"), nil)
 		if errors.Is(err, ErrNoCandidate) {
 			return out
 		}
@@ -125,7 +125,7 @@ func TestSlotsOfRemovedAddressesAreForgotten(t *testing.T) {
 	s := bal.Snapshot()
 	var tried Tried
 	tried.Add(s.byID["b"].b)
-	l, err := s.Acquire(s.AppByName("www"), &tried)
+	l, err := bal.Acquire(s, s.AppByName("www"), &tried)
 	if err != nil || l.Backend.ID != "a" {
 		t.Fatalf("lease on a: %v %v", l.Backend, err)
 	}
@@ -140,7 +140,7 @@ func TestSlotsOfRemovedAddressesAreForgotten(t *testing.T) {
 		t.Fatalf("%d counts kept after a's last release and a reload, want 1", len(bal.slots))
 	}
 	// s is the snapshot from before a was removed: a is forgotten, so it is full there.
-	if l, err := s.Acquire(s.AppByName("www"), &tried); err == nil {
+	if l, err := bal.Acquire(s, s.AppByName("www"), &tried); err == nil {
 		t.Fatalf("leased %s through a snapshot from before its address was forgotten", l.Backend.ID)
 	}
 	bal.Update(cfgOf(apps, both))
@@ -207,7 +207,7 @@ func TestLeasesBoundedPerAddressUnderRandomReloads(t *testing.T) {
 					continue
 				}
 				s := bal.Snapshot()
-				l, err := s.Acquire(s.AppByName("www"), nil)
+				l, err := bal.Acquire(s, s.AppByName("www"), nil)
 				if err != nil {
 					continue
 				}
@@ -273,7 +273,7 @@ func TestHintsHoldAcrossRenamesAndReadding(t *testing.T) {
 		switch op := rng.IntN(40); { // more takes than releases: the pool runs full, picks are refused
 		case op < 24:
 			s := bal.Snapshot()
-			if l, err := s.Acquire(s.AppByName("www"), nil); err == nil {
+			if l, err := bal.Acquire(s, s.AppByName("www"), nil); err == nil {
 				held = append(held, l)
 			}
 		case op < 39:
@@ -332,7 +332,7 @@ func TestLeaseReleaseIsIdempotent(t *testing.T) {
 			markReady(bal, []string{"a"})
 			s := bal.Snapshot()
 			b := s.byID["a"].b
-			l, err := s.Acquire(s.AppByName("www"), nil)
+			l, err := bal.Acquire(s, s.AppByName("www"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

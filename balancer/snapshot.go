@@ -46,25 +46,35 @@ func groupOf(h *Health, pool, service string) int8 {
 	return groupNone
 }
 
-// candList is the candidate list of one (pool, service). Its pool members are fixed for the
-// snapshot; which of them are ready and report the service (serving or leaving) is a candSet,
-// swapped atomically when one of them changes group. The new set is the old one with that
-// member inserted or removed, so a check result costs its own pool's lists a copy of their
-// references, not a walk over the pool, and the other pools nothing.
+// candList is the candidate list of one (pool, service) in a snapshot. It is immutable: its
+// pool members are fixed for the snapshot. Which of them are ready and report the service
+// (serving or leaving) is live state, kept in its cell (candCell) as the per-address slots keep
+// in-flight counts: the snapshot references the cell and never writes it.
 type candList struct {
 	pool, service string
 	pooled        []*member // every member of the pool, in id order; shared by the pool's lists
-	cur           atomic.Pointer[candSet]
 	rot           *rotation
-	// hints holds each group's spare hints, one per block of pooled (hintBlock members in id
-	// order): the sets of the list share them, so a new set registers nothing but the member
-	// that moved (hints.go).
-	hints [2][]spareHint
-	// in is the group each member of pooled is in in cur. Written under the balancer's mutex.
-	in []int8
+	live          *candCell
 	// uniform: every member of the pool has the same capacity, so removing a member never
 	// lowers a set's largest capacity.
 	uniform bool
+}
+
+// candCell is the live part of a candidate list: its current candSet, swapped atomically when
+// one of the list's members changes group (regroup). The new set is the old one with that member
+// inserted or removed, so a check result costs its own pool's lists a copy of their references,
+// not a walk over the pool, and the other pools nothing. It is safe for concurrent use: picks
+// load cur and read and tighten the hints; only the balancer, under its mutex, swaps cur and
+// writes in.
+type candCell struct {
+	cur atomic.Pointer[candSet]
+	// hints holds each group's spare hints, one per block of the list's pooled members
+	// (hintBlock members in id order): the sets of the list share them, so a new set registers
+	// nothing but the member that moved (hints.go).
+	hints [2][]spareHint
+	// in is the group each member of the list's pooled is in in cur. Written under the
+	// balancer's mutex.
+	in []int8
 }
 
 // candSet is an immutable ranking input: serving members first, then leaving ones, each in id
@@ -79,39 +89,43 @@ type candSet struct {
 
 // newCandList builds the list of (pool, service) over pooled from the members' live health.
 func newCandList(pool, service string, pooled []*member, rot *rotation) *candList {
-	l := &candList{pool: pool, service: service, pooled: pooled, rot: rot, in: make([]int8, len(pooled)), uniform: true}
+	c := &candCell{in: make([]int8, len(pooled))}
+	l := &candList{pool: pool, service: service, pooled: pooled, rot: rot, live: c, uniform: true}
 	blocks := (len(pooled) + hintBlock - 1) / hintBlock
 	set := &candSet{}
 	var ms [2][]*member
-	for g := range l.hints {
-		l.hints[g] = make([]spareHint, blocks)
+	for g := range c.hints {
+		c.hints[g] = make([]spareHint, blocks)
 	}
 	for i, m := range pooled {
 		l.uniform = l.uniform && m.capacity == pooled[0].capacity
 		g := groupOf(m.b.Health(), pool, service)
-		l.in[i] = g
+		c.in[i] = g
 		if g == groupNone {
 			continue
 		}
 		ms[g] = append(ms[g], m)
-		l.hints[g][i/hintBlock].raise(m.capacity)
+		c.hints[g][i/hintBlock].raise(m.capacity)
 		set.maxCap = max(set.maxCap, m.capacity)
 	}
 	for g := range set.groups {
-		set.groups[g] = newRankGroup(ms[g], blocks, l.hints[g])
+		set.groups[g] = newRankGroup(ms[g], blocks, c.hints[g])
 	}
-	l.cur.Store(set)
+	c.cur.Store(set)
 	return l
 }
+
+// current is the list's candidate set now.
+func (l *candList) current() *candSet { return l.live.cur.Load() }
 
 // moved returns l's current set with m in group to, and how many members it read to make it;
 // nil when m is there already. It publishes nothing. The caller holds the balancer's mutex.
 func (l *candList) moved(m *member, to int8) (*candSet, int) {
-	from := l.in[m.pos]
+	from := l.live.in[m.pos]
 	if from == to {
 		return nil, 0
 	}
-	old := l.cur.Load()
+	old := l.current()
 	next := &candSet{groups: old.groups, maxCap: old.maxCap}
 	read, n := 0, 0
 	if from != groupNone {
@@ -151,15 +165,23 @@ type App struct {
 	Resolution    string // explicit, owner or default
 	AllowFallback bool
 	Hosts         []string
+	// Index is the app's position in its configuration (Config().Apps[Index]): what a reader
+	// keeps per-app state by, for every snapshot of that configuration.
+	Index int
 
 	primary  *candList
 	fallback *candList // nil when fallback is not allowed or the app already resolves to default
 	counters *appCounters
-	requests *RequestMetrics
 }
 
-// Snapshot is an immutable view of configuration, ownership and health. It is safe for
-// concurrent use; it is replaced wholesale, never modified.
+// Snapshot is an immutable view of configuration, ownership and candidate lists. It is safe
+// for concurrent use; it is replaced wholesale, never modified: none of its fields, nor those of
+// its members, apps and lists, is written once it is published, and it holds no pointer back to
+// the Balancer. What changes under it lives in cells it references and does not own: each
+// backend's health, limit, load report and ejection (Backend), each address's in-flight count
+// and hint registrations (slot), each list's current candidate set and hints (candCell), each
+// (pool, service)'s rotation. A lease taken from it moves only those cells; it raises, counts
+// and logs nothing.
 type Snapshot struct {
 	cfg       *configs.Config
 	members   []*member // config order
@@ -171,8 +193,6 @@ type Snapshot struct {
 	byPool    map[string][]*candList // the lists of each pool, regrouped on a member's health change
 	slowStart time.Duration
 	tieID     bool
-	bal       *Balancer
-	queue     *waitQueues // the balancer's queues when proxy.queue_timeout is on, else nil
 }
 
 // Config returns the configuration the snapshot was built from.
@@ -214,9 +234,8 @@ type buildInput struct {
 	backends  map[string]*Backend // by id, already matching cfg
 	rotations map[[2]string]*rotation
 	counters  map[string]*appCounters
-	requests  map[string]*RequestMetrics
-	bal       *Balancer
 	now       time.Time // for the age of load reports
+	work      *setWork  // the balancer's tally of the candidate sets built
 }
 
 // resolveBackendPool applies the ownership order: admin override, config pool, pool-<owner>, default.
@@ -237,7 +256,6 @@ func buildSnapshot(in buildInput) *Snapshot {
 		byPool:    make(map[string][]*candList),
 		slowStart: cfg.Proxy.SlowStart,
 		tieID:     cfg.Proxy.TieBreak == configs.TieBreakID,
-		bal:       in.bal,
 	}
 	for _, cb := range cfg.Backends {
 		pool, source := resolveBackendPool(cb, in.overrides)
@@ -262,9 +280,10 @@ func buildSnapshot(in buildInput) *Snapshot {
 	}
 	// Candidate lists for every (pool, service) an app may use: its own pool and, where allowed,
 	// default. The predicate re-checks the atomics at request time.
-	for _, ca := range cfg.Apps {
+	for i, ca := range cfg.Apps {
 		pool, resolution, allow := configs.AppPool(ca)
 		a := &App{
+			Index:         i,
 			Name:          ca.Name,
 			Service:       ca.Service,
 			Pool:          pool,
@@ -272,11 +291,10 @@ func buildSnapshot(in buildInput) *Snapshot {
 			AllowFallback: allow,
 			Hosts:         ca.Hosts,
 			counters:      in.counters[ca.Name],
-			requests:      in.requests[ca.Name],
 		}
-		a.primary = s.list(pool, ca.Service, in.rotations)
+		a.primary = s.list(pool, ca.Service, in.rotations, in.work)
 		if allow && pool != configs.PoolDefault {
-			a.fallback = s.list(configs.PoolDefault, ca.Service, in.rotations)
+			a.fallback = s.list(configs.PoolDefault, ca.Service, in.rotations, in.work)
 		}
 		s.apps = append(s.apps, a)
 	}
@@ -284,8 +302,9 @@ func buildSnapshot(in buildInput) *Snapshot {
 	return s
 }
 
-// list returns (building once) the candidate list of (pool, service).
-func (s *Snapshot) list(pool, service string, rotations map[[2]string]*rotation) *candList {
+// list returns (building once, while the snapshot is built) the candidate list of (pool,
+// service), and counts the set it builds in work.
+func (s *Snapshot) list(pool, service string, rotations map[[2]string]*rotation, work *setWork) *candList {
 	key := [2]string{pool, service}
 	if l := s.lists[key]; l != nil {
 		return l
@@ -296,22 +315,24 @@ func (s *Snapshot) list(pool, service string, rotations map[[2]string]*rotation)
 		rotations[key] = rot
 	}
 	l := newCandList(pool, service, s.pooled[pool], rot)
-	s.bal.setWork.sets++
-	s.bal.setWork.members += len(l.pooled)
+	work.sets++
+	work.members += len(l.pooled)
 	s.lists[key] = l
 	s.byPool[pool] = append(s.byPool[pool], l)
 	return l
 }
 
-// regroup publishes, after m's health changed to h, the sets of its pool's lists in which it
-// changed group; every other set stays as it is. The caller holds the balancer's mutex.
+// regroup publishes, after m's health changed to h, the sets of the lists of its pool in s in
+// which it changed group, each in its list's cell; every other set stays as it is, and so does
+// s. It counts the sets it makes in work. The caller holds the balancer's mutex and s is the
+// current snapshot.
 //
 // The order keeps the hint invariants (hints.go): m's releases raise the hints of both its old
 // and its new groups before any new set is published, since a pick may still be scanning the
 // old one; each group m joins has its block's hint raised to m's capacity after the set is
 // published, since a pick on the old set, which does not list m, may have lowered it; and the
 // old groups' hints are dropped from m's releases only once the new sets are out.
-func (s *Snapshot) regroup(m *member, h *Health) {
+func regroup(s *Snapshot, m *member, h *Health, work *setWork) {
 	lists := s.byPool[m.pool]
 	var next []*candSet
 	to := make([]int8, len(lists))
@@ -326,8 +347,8 @@ func (s *Snapshot) regroup(m *member, h *Health) {
 			next = make([]*candSet, len(lists))
 		}
 		next[i] = set
-		s.bal.setWork.sets++
-		s.bal.setWork.members += read
+		work.sets++
+		work.members += read
 	}
 	if next == nil {
 		return
@@ -337,26 +358,26 @@ func (s *Snapshot) regroup(m *member, h *Health) {
 		if next[i] == nil {
 			continue
 		}
-		l.in[m.pos] = to[i]
-		l.cur.Store(next[i])
+		l.live.in[m.pos] = to[i]
+		l.live.cur.Store(next[i])
 		if to[i] != groupNone {
-			l.hints[to[i]][m.pos/hintBlock].raise(m.capacity)
+			l.live.hints[to[i]][m.pos/hintBlock].raise(m.capacity)
 		}
 	}
 	m.slot.hints.Store(regsOf(m, lists, nil))
 }
 
-// retire marks every candidate set of a snapshot that a rebuild replaced as stale. The caller
-// holds the balancer's mutex.
-func (s *Snapshot) retire() {
+// retire marks every current candidate set of s, a snapshot that a rebuild replaced, as stale.
+// The caller holds the balancer's mutex.
+func retire(s *Snapshot) {
 	for _, l := range s.lists {
-		l.cur.Load().stale.Store(true)
+		l.current().stale.Store(true)
 	}
 }
 
-// registerAll registers the hints of every candidate set of a snapshot that is about to be
+// registerAll registers the hints of every candidate set of s, a snapshot about to be
 // published; members of pools without lists raise none. The caller holds the balancer's mutex.
-func (s *Snapshot) registerAll() {
+func registerAll(s *Snapshot) {
 	for _, m := range s.members {
 		m.slot.hints.Store(regsOf(m, s.byPool[m.pool], nil))
 	}

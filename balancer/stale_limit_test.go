@@ -31,7 +31,7 @@ func TestOldSnapshotCannotOversubscribeAfterReload(t *testing.T) {
 			markReady(bal, []string{"a", "other"})
 			old := bal.Snapshot()
 			// One lease held on the address, so a removal keeps its slot.
-			first, err := old.Acquire(old.AppByName("www"), nil)
+			first, err := bal.Acquire(old, old.AppByName("www"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func TestOldSnapshotCannotOversubscribeAfterReload(t *testing.T) {
 				t.Fatalf("in flight %d on the address, want %d", got, max(tc.final, 1))
 			}
 			// A retry through the replaced snapshot: the address is full (or gone) now.
-			if l, err := old.Acquire(old.AppByName("www"), &Tried{}); err == nil {
+			if l, err := bal.Acquire(old, old.AppByName("www"), &Tried{}); err == nil {
 				n := slot.count()
 				l.Release()
 				t.Fatalf("took a lease through the old snapshot on %s: %d in flight on an address of capacity %d",
@@ -105,13 +105,13 @@ func TestOldSnapshotUsesTheReplacingLimit(t *testing.T) {
 	markReady(bal, []string{"b"})
 	var held []Lease
 	for i := range 3 {
-		l, err := old.Acquire(old.AppByName("www"), nil)
+		l, err := bal.Acquire(old, old.AppByName("www"), nil)
 		if err != nil {
 			t.Fatalf("lease %d through the old snapshot: %v", i, err)
 		}
 		held = append(held, l)
 	}
-	if l, err := old.Acquire(old.AppByName("www"), nil); err == nil {
+	if l, err := bal.Acquire(old, old.AppByName("www"), nil); err == nil {
 		held = append(held, l)
 		t.Errorf("a 4th lease through the old snapshot on an address of capacity 3")
 	}

@@ -1,10 +1,8 @@
 package balancer
 
 import (
-	"encoding/json"
 	"maps"
 	"testing"
-	"time"
 
 	"pollbal/configs"
 )
@@ -31,34 +29,5 @@ func TestReplaceOverrides(t *testing.T) {
 	b.Update(cfg2)
 	if pool, source, _ := b.Snapshot().PoolOf("later"); pool != "pool-y" || source != "admin" {
 		t.Errorf("later in %s (%s) after it appeared, want pool-y (admin)", pool, source)
-	}
-}
-
-func TestStoreUnavailableAlarmDedup(t *testing.T) {
-	cfg := cfgOf(nil, []configs.Backend{{ID: "a1"}})
-	poster := &recordingPoster{got: make(chan []byte, 10)}
-	b, advance := alarmBalancer(t, cfg, poster)
-	b.StoreUnavailable("connection refused")
-	b.StoreUnavailable("connection refused again")
-	advance(2 * time.Minute)
-	b.StoreUnavailable("still refused")
-	b.Close()
-	if len(poster.bodies) != 2 {
-		t.Fatalf("webhook got %d alarms, want 2 (one per dedup window)", len(poster.bodies))
-	}
-	// Deliveries run concurrently: compare the set of reasons.
-	reasons := map[string]bool{}
-	for _, body := range poster.bodies {
-		var a StoreAlarm
-		if err := json.Unmarshal(body, &a); err != nil {
-			t.Fatal(err)
-		}
-		if a.Alarm != "store_unavailable" || a.Site != "test" {
-			t.Errorf("alarm body %+v", a)
-		}
-		reasons[a.Reason] = true
-	}
-	if !reasons["connection refused"] || !reasons["still refused"] {
-		t.Errorf("alarm reasons %v, want the first of each window", reasons)
 	}
 }

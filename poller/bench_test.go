@@ -108,6 +108,8 @@ func (s *countingSink) Observe(r Result) {
 	}
 }
 
+func (s *countingSink) ConfirmAfter(Result) time.Duration { return 0 }
+
 func (s *countingSink) RoundDone(at time.Time) {
 	select {
 	case s.rounds <- at:

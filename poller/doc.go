@@ -4,7 +4,9 @@
 // target once per interval, with first checks spread evenly across the interval (target i of n
 // at i*interval/n), reads each answer with protocol.ParsePool and protocol.ParseLoad (the
 // grammar lives there), applies rise/fall and exponential backoff, and hands every check's
-// Result to a Sink. It knows nothing about node pools, warnings or the proxy.
+// Result to a Sink, which it asks after a good check whether to check that target again soon
+// (Sink.ConfirmAfter, bounded to a few in a row). It knows nothing about node pools, warnings or
+// the proxy.
 //
 // Decisions the protocol (docs/protocol.md) leaves open:
 //   - The first good check ever makes a target ready whatever poll.rise says, so that a starting

@@ -160,6 +160,9 @@ func (s *fakeSink) Observe(r Result) {
 	}
 }
 
+// ConfirmAfter asks for no confirmation check.
+func (s *fakeSink) ConfirmAfter(Result) time.Duration { return 0 }
+
 func (s *fakeSink) RoundDone(at time.Time) {
 	select {
 	case s.rounds <- at:

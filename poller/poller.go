@@ -31,21 +31,18 @@ type Result struct {
 	Checked     time.Time         // when the last check finished
 }
 
-// Sink receives what the Poller finds. Implementations must be safe for concurrent use, must not
-// block for long (Observe runs on the goroutine of the check) and must not call Poller.Update
-// (Update waits for a Result being published for a target it removes).
+// Sink receives what the Poller finds, and is asked whether a target needs a confirmation
+// check. Implementations must be safe for concurrent use, must not block for long (Observe and
+// ConfirmAfter run on the goroutine of the check) and must not call Poller.Update (Update waits
+// for a Result being published for a target it removes).
 type Sink interface {
 	Observe(Result)         // after every check of every target (called from many goroutines)
 	RoundDone(at time.Time) // once per interval; first call only after every target's first check completed
-}
-
-// Confirmer is an optional interface of a Sink. After a check of a target whose answer was good,
-// ConfirmAfter(result) may ask for one more check of it soon: a positive duration, counted from
-// the start of the check, that ends before the next regular check. It is asked after a regular
-// check and after each confirmation, up to ten confirmations in a row; the next regular check
-// comes at its time, as if there had been none. It is called on the goroutine of the check,
-// right after Observe, and must not block.
-type Confirmer interface {
+	// ConfirmAfter is asked after a check of a target whose answer was good, right after
+	// Observe: a positive duration, counted from the start of the check, that ends before the
+	// next regular check asks for one more check of the target that soon; 0 asks for none. It
+	// is asked after a regular check and after each confirmation, up to ten confirmations in a
+	// row; the next regular check comes at its time, as if there had been none.
 	ConfirmAfter(Result) time.Duration
 }
 

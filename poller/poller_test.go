@@ -655,7 +655,7 @@ func TestUpdateConcurrent(t *testing.T) {
 	}
 }
 
-// confirmSink is a fakeSink that is a Confirmer: it asks for a confirmation after every answer
+// confirmSink is a fakeSink that asks for a confirmation after every answer
 // whose report says 1 in flight, and counts what it is asked.
 type confirmSink struct {
 	*fakeSink
@@ -671,7 +671,7 @@ func (s *confirmSink) ConfirmAfter(r Result) time.Duration {
 	return 0
 }
 
-// TestConfirm checks a Sink's confirmation checks (Confirmer): asked after a good check, one
+// TestConfirm checks a Sink's confirmation checks (Sink.ConfirmAfter): asked after a good check, one
 // more check comes that soon, and again after it, up to maxConfirms in a row (ConfirmAfter is
 // not even asked after the last); the next regular check keeps the phase, one interval after the
 // check that first asked. A gap the server sees is the delay plus the difference of two

@@ -25,7 +25,7 @@ type target struct {
 	gen      uint64      // of the timer allowed to start the next check
 	inFlight bool
 	started  time.Time // start of the last check
-	// confirms: how many confirmations the Sink asked for (Confirmer) since the last regular
+	// confirms: how many confirmations the Sink asked for (ConfirmAfter) since the last regular
 	// check, the next (or running) check included; phase is the start of that regular check,
 	// which the next regular check keeps.
 	confirms int
@@ -93,9 +93,9 @@ func (p *Poller) stop(t *target) {
 }
 
 // fire runs one check of t, then schedules the next one interval (or, while failing, the backoff
-// delay) after this one started, so the spread phases hold. A Sink that is a Confirmer may ask
-// for up to maxConfirms confirmation checks in a row after a regular check, each sooner than the
-// next regular check; that one keeps the phase.
+// delay) after this one started, so the spread phases hold. The Sink may ask for up to
+// maxConfirms confirmation checks in a row after a regular check (Sink.ConfirmAfter), each
+// sooner than the next regular check; that one keeps the phase.
 func (p *Poller) fire(t *target, gen uint64) {
 	p.mu.Lock()
 	if gen != t.gen || t.stopped || t.inFlight || !p.running {
@@ -121,8 +121,8 @@ func (p *Poller) fire(t *target, gen uint64) {
 	if !t.stopped {
 		t.lastBody = body
 		p.record(t, settings, o)
-		if cf, ok := p.sink.(Confirmer); ok && mayConfirm && o.good() {
-			confirm = cf.ConfirmAfter(t.last)
+		if mayConfirm && o.good() {
+			confirm = p.sink.ConfirmAfter(t.last)
 		}
 	}
 	t.mu.Unlock()

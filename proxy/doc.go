@@ -6,10 +6,11 @@
 // backend_timeout; 405 for CONNECT and TRACE; 400 for a header name that is not a token or
 // for userinfo in the target or Host), strips hop-by-hop headers both ways (and header names
 // with "_" from requests, X-Pollbal-* from answers), adds X-Forwarded-* and X-Pollbal-*
-// headers, retries requests that could not reach a backend on the next candidate, reports each
-// forward's end to its lease (a failed one with its reason: counted, logged and towards
-// eject_after in the balancer), counts requests per app and status code in the metrics the
-// balancer keeps on each app, and its own answers by reason (answermetrics.go). A backend's
+// headers, retries requests that could not reach a backend on the next candidate, reports what
+// each forward learned to the balancer through its one feedback port, Balancer.Report (answered,
+// refused as full, failed with its reason, timed out; exhausted for a request answered as for an
+// exhausted pool), counts requests per app and status code (requests.go) and its own answers by
+// reason (answermetrics.go). A backend's
 // answer that comes before it has read the request is passed on, not taken for a failure, and
 // a backend connection is never reused after an answer without a body (roundtrip.go).
 //
@@ -28,10 +29,11 @@
 // never retried once sent (body.go). A 101 Switching Protocols to a plain request is answered
 // 502 bad_response.
 //
-// The request path reads one balancer snapshot per request and does not allocate beyond what
-// fasthttp itself does for small bodies; the per-app metrics are on the snapshot's App, and the
-// per-backend pools in a table derived from the balancer's current configuration behind an
-// atomic pointer (upstream.go), so a reload needs no call into the proxy. Forwards run without per-request
+// The request path reads one balancer snapshot per request (a lease handed over by the queue
+// comes from the snapshot current then) and does not allocate beyond what fasthttp itself does
+// for small bodies; the per-app request metrics and the per-backend pools are in tables derived
+// from the balancer's current configuration behind atomic pointers (requests.go, upstream.go),
+// so a reload needs no call into the proxy. Forwards run without per-request
 // deadlines: a watchdog enforces proxy.backend_timeout by closing backend connections whose
 // request has outlasted it, and closes the backend connection of a forward whose client went
 // away (reset or closed) within a fraction of a second, which ends the forward and releases

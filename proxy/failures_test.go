@@ -233,7 +233,7 @@ func TestResponsesByReason(t *testing.T) {
 
 	// The queue: b1's only slot held, one request waits and times out, one more finds it full.
 	app := e.bal.Snapshot().Route([]byte("shop.test"))
-	held, err := e.bal.Snapshot().Acquire(app, nil)
+	held, err := e.bal.Acquire(e.bal.Snapshot(), app, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/configs"
 )
@@ -214,7 +215,7 @@ func exhaustedAnswer(t *testing.T, e *env) result {
 	app := e.bal.Snapshot().Route([]byte("shop.test"))
 	var leases []balancer.Lease
 	for range 20 {
-		l, err := e.bal.Snapshot().Acquire(app, nil)
+		l, err := e.bal.Acquire(e.bal.Snapshot(), app, nil)
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
@@ -241,7 +242,7 @@ func wantExhausted(t *testing.T, e *env, count float64, events int, after string
 	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != count {
 		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after %s, want %v", got, after, count)
 	}
-	if n := countEvents(e.bal, "pool_exhausted"); n != events {
+	if n := countEvents(e.alarms, "pool_exhausted"); n != events {
 		t.Errorf("%d pool_exhausted events after %s, want %d", n, after, events)
 	}
 }
@@ -272,10 +273,10 @@ func appCounter(t testing.TB, reg *prometheus.Registry, name, app string) float6
 	return labelledCounter(t, reg, name, "app", app)
 }
 
-// countEvents counts the balancer's events of kind.
-func countEvents(bal *balancer.Balancer, kind string) int {
+// countEvents counts the events of kind that the balancer's Observer listed.
+func countEvents(a *alarms.Notifier, kind string) int {
 	n := 0
-	for _, ev := range bal.Events().List() {
+	for _, ev := range a.Events().List() {
 		if ev.Kind == kind {
 			n++
 		}

@@ -75,7 +75,6 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(bal.Close)
 	markReady(bal, "b1")
 	p, err := New(Options{Balancer: bal, Registerer: prometheus.NewRegistry()})
 	if err != nil {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -9,12 +10,13 @@ import (
 	"pollbal/configs"
 )
 
-// Handler serves one client request: route by Host, lease a backend, forward, release (a
-// refused method, userinfo in the target or Host, or an ambiguous body framing is answered
-// before any of that). It reads one balancer snapshot for the whole request. Every request
-// gets an X-Request-Id and an access-log entry (logentry.go), which the handler finishes when
-// it answers, unless a streamed body or an upgraded connection takes it over. It never keeps
-// ctx after returning.
+// Handler serves one client request: route by Host, lease a backend, forward, report, release
+// (a refused method, userinfo in the target or Host, or an ambiguous body framing is answered
+// before any of that). It routes on one balancer snapshot and leases from it, retries
+// included; a lease the queue hands over comes from the snapshot current then (Balancer.Wait),
+// which the forward goes on with. Every request gets an X-Request-Id and an access-log entry
+// (logentry.go), which the handler finishes when it answers, unless a streamed body or an
+// upgraded connection takes it over. It never keeps ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.now()
 	p.handling.Add(1)
@@ -43,11 +45,11 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 			if p.stopping.Load() {
 				ctx.SetConnectionClose()
 			}
-			snap.Requests(app).Count(ctx.Response.StatusCode())
+			p.requests.of(snap, app).Count(ctx.Response.StatusCode())
 			return
 		case endUpgraded:
 			// The upgraded connection has e; the request ends with its 101.
-			snap.Requests(app).Done(ctx.Response.StatusCode(), p.clock.now()-start)
+			p.requests.of(snap, app).Done(ctx.Response.StatusCode(), p.clock.now()-start)
 			return
 		case endGone:
 			gone = true // no request was answered: forward counted a client gone
@@ -61,7 +63,7 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	code := ctx.Response.StatusCode()
 	took := p.clock.now() - start
 	if !gone {
-		snap.Requests(app).Done(code, took)
+		p.requests.of(snap, app).Done(code, took)
 		if own {
 			p.answers.count(code, &ctx.Response.Header)
 		}
@@ -154,12 +156,12 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 			if began = p.clock.now(); began >= deadline {
 				if last == nil {
 					// Only refusals as full so far: as when no candidate is left.
-					snap.Exhausted(app)
+					p.exhausted(app)
 				}
 				break
 			}
 		}
-		o, b, lp := p.attempt(ctx, snap, app, e, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue, last == nil && full > 0)
+		o, b, lp := p.attempt(ctx, snap, app, e, &tried, began, pc.BackendTimeout, up, upgrade == upgradeWebSocket, &queue, last == nil)
 		if ctx.Hijacked() {
 			return endUpgraded // e is the upgraded connection's now
 		}
@@ -168,7 +170,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		case outcomeOK:
 			b, streamed := ctx.Response.BodyStream().(*responseBody)
 			if streamed {
-				b.metrics, b.began = snap.Requests(app), start
+				b.metrics, b.began = p.requests.of(snap, app), start
 				e.handOver(ctx)
 				b.entry = e // last: an HTTP/1.0 relay may end the stream from now on
 			}
@@ -187,7 +189,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 				continue
 			}
 			if last == nil {
-				snap.Exhausted(app)
+				p.exhausted(app)
 				answerExhausted(ctx, app)
 			} else {
 				e.outcome = failed
@@ -251,17 +253,19 @@ const _ uint = balancer.MaxTried - (configs.MaxRetries + maxFullRefusals)
 // timeout, and a forward that failed after lasting timeout is a timeout, not a failed
 // connection.
 //
-// refusedOnly says that every candidate tried so far refused the request as full: when none is
-// left, the request is handled as for an exhausted pool, pool_exhausted included (Acquire
-// raises it only on a first try), whether it then queues or is answered.
+// noneFailed says that no attempt of the request failed so far: this is its first, or every
+// candidate tried refused it as full. When no candidate is left then (ErrNoCandidate: not a
+// first try that queues behind waiters, ErrBehindWaiters), the request is handled as for an
+// exhausted pool, pool_exhausted included, whether it then queues or is answered; a retry after
+// a failure is answered for that failure instead.
 //
 // It records in the request's log entry e the backend it leased, how long the request queued,
 // a refusal as full, and (roundTrip) when the answer's head came.
-func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, e *logEntry, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool, queue *bool, refusedOnly bool) (outcome, *balancer.Backend, string) {
-	lease, err := snap.Acquire(app, tried)
+func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App, e *logEntry, tried *balancer.Tried, began, timeout time.Duration, up *uploadBody, upgrade bool, queue *bool, noneFailed bool) (outcome, *balancer.Backend, string) {
+	lease, err := p.bal.Acquire(snap, app, tried)
 	if err != nil {
-		if refusedOnly {
-			snap.Exhausted(app)
+		if noneFailed && errors.Is(err, balancer.ErrNoCandidate) {
+			p.exhausted(app)
 		}
 		if !*queue {
 			return outcomeNoCandidate, nil, ""
@@ -277,7 +281,7 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		}
 		began = p.clock.now() // the backend timeout runs from the lease, not from the queue
 		e.rec.Queue = began - queued
-		snap = p.bal.Snapshot() // the lease may come from a newer snapshot than the request's
+		snap = p.bal.Snapshot() // the lease may come from a newer snapshot than the request's (Balancer.Wait)
 	}
 	held := true
 	defer func() {
@@ -302,7 +306,7 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 	}
 	if streamed && ctx.Hijacked() {
 		// Upgraded: the session has the lease, the 101 and e (startUpgrade).
-		lease.Answered(fasthttp.StatusSwitchingProtocols)
+		p.bal.Report(balancer.Result{Outcome: balancer.Answered, App: app, Lease: lease, Code: fasthttp.StatusSwitchingProtocols})
 		return outcomeOK, lease.Backend, lease.Pool
 	}
 	o := classify(err)
@@ -318,22 +322,28 @@ func (p *Proxy) attempt(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		o = outcomeTimeout
 	}
 	if o == outcomeOK && !streamed && refusedAsFull(&ctx.Response) {
-		lease.Full()
+		p.bal.Report(balancer.Result{Outcome: balancer.RefusedFull, App: app, Lease: lease})
 		e.rec.Refusals++
 		return outcomeFull, lease.Backend, lease.Pool
 	}
 	if o == outcomeOK {
-		lease.Answered(ctx.Response.StatusCode())
+		p.bal.Report(balancer.Result{Outcome: balancer.Answered, App: app, Lease: lease, Code: ctx.Response.StatusCode()})
 		relayResponse(&ctx.Response.Header, lease.Backend.ID, lease.Pool, e.rec.RequestID)
 		return o, lease.Backend, lease.Pool
 	}
-	if reason, ok := backendError(o, err); ok {
+	if as, reason, ok := backendError(o, err); ok {
 		// Counted, logged at warn (rate-limited per backend) and towards eject_after there.
-		lease.Failed(balancer.Failure{Reason: reason, App: app.Name, Err: err})
+		p.bal.Report(balancer.Result{Outcome: as, App: app, Lease: lease, Reason: reason, Err: err})
 	} else {
 		p.log.Debug("forward ended without an answer", "app", app.Name, "backend", lease.Backend.ID, "error", err)
 	}
 	return o, lease.Backend, lease.Pool
+}
+
+// exhausted reports that the request of app is handled as for an exhausted pool: counted in
+// pollbal_pool_exhausted_total, and the alarm raised (deduplicated), by the balancer.
+func (p *Proxy) exhausted(app *balancer.App) {
+	p.bal.Report(balancer.Result{Outcome: balancer.Exhausted, App: app})
 }
 
 // relayResponse makes a backend's response header pollbal's answer: hop-by-hop headers go

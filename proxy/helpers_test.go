@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"pollbal/accesslog"
+	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/testproc"
@@ -158,6 +159,7 @@ func (e *env) serveTCP(t testing.TB) string {
 type env struct {
 	t      testing.TB
 	bal    *balancer.Balancer
+	alarms *alarms.Notifier     // the balancer's Observer: pool_exhausted and pool_fallback, deduplicated, in its events
 	balReg *prometheus.Registry // the balancer's metrics
 	reg    *prometheus.Registry // the proxy's metrics
 	p      *Proxy
@@ -175,18 +177,22 @@ func newEnv(t testing.TB, cfg *configs.Config, ready ...string) *env {
 func newEnvLogging(t testing.TB, cfg *configs.Config, alog *accesslog.Logger, ready ...string) *env {
 	t.Helper()
 	balReg := prometheus.NewRegistry()
-	bal, err := balancer.New(balancer.Options{Config: cfg, Registerer: balReg})
+	notifier, err := alarms.New(alarms.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(bal.Close)
+	t.Cleanup(notifier.Close)
+	bal, err := balancer.New(balancer.Options{Config: cfg, Registerer: balReg, Observer: notifier, Events: notifier.Events()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	markReady(bal, ready...)
 	reg := prometheus.NewRegistry()
 	p, err := New(Options{Balancer: bal, Registerer: reg, AccessLog: alog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, bal: bal, balReg: balReg, reg: reg, p: p, ln: fasthttputil.NewInmemoryListener(), served: make(chan error, 1)}
+	e := &env{t: t, bal: bal, alarms: notifier, balReg: balReg, reg: reg, p: p, ln: fasthttputil.NewInmemoryListener(), served: make(chan error, 1)}
 	e.client = e.newClient()
 	go func() { e.served <- p.Serve(e.ln) }()
 	t.Cleanup(func() {

@@ -473,7 +473,7 @@ func TestAccessLogQueue(t *testing.T) {
 	cfg.Proxy.QueueTimeout, cfg.Proxy.MaxQueue = 300*time.Millisecond, 1
 	e, log := logEnv(t, cfg, "b1")
 	app := e.bal.Snapshot().Route([]byte("shop.test"))
-	held, err := e.bal.Snapshot().Acquire(app, nil)
+	held, err := e.bal.Acquire(e.bal.Snapshot(), app, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

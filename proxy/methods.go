@@ -54,7 +54,7 @@ func (p *Proxy) expectContinue(ctx *fasthttp.RequestCtx) int {
 	code := ctx.Response.StatusCode()
 	app := snap.Route(ctx.Host())
 	e.routed(app)
-	snap.Requests(app).Count(code)
+	p.requests.of(snap, app).Count(code)
 	p.answers.count(code, &ctx.Response.Header)
 	p.finish(ctx, e, p.clock.now()-start, true, false)
 	return code

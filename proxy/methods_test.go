@@ -75,7 +75,7 @@ func TestConnect(t *testing.T) {
 	if n := be.hits.Load(); n != 0 {
 		t.Errorf("backend received %d requests, want 0", n)
 	}
-	if got := requestsTotal(t, e.balReg, "shop", "405"); got != 7 {
+	if got := requestsTotal(t, e.reg, "shop", "405"); got != 7 {
 		t.Errorf(`requests_total{app="shop",code="405"} = %v, want 7`, got)
 	}
 }
@@ -134,7 +134,7 @@ func TestExpectContinue(t *testing.T) {
 	if n := echo.hits.Load(); n != 1 {
 		t.Errorf("backend received %d requests, want 1 (the one within the limit)", n)
 	}
-	if got := requestsTotal(t, e.balReg, "shop", "413"); got != 1 {
+	if got := requestsTotal(t, e.reg, "shop", "413"); got != 1 {
 		t.Errorf(`requests_total{app="shop",code="413"} = %v, want 1`, got)
 	}
 }

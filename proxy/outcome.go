@@ -91,26 +91,27 @@ func retryable(o outcome, idempotent bool) bool {
 	return false
 }
 
-// backendError is the reason a failed attempt is counted under in
-// pollbal_backend_errors_total (and, for every reason but bad_response, towards eject_after);
-// ok is false for an attempt that did not fail because of the backend (the client went away,
-// its body was too large, our own connection limit). A dial the backend's host refused is
-// refused; any other dial failure (a timeout, an unreachable host) is connect.
-func backendError(o outcome, err error) (r balancer.ErrorReason, ok bool) {
+// backendError is what a failed attempt tells the balancer (Failed, or TimedOut) and the
+// reason it is counted under in pollbal_backend_errors_total (and, for every reason but
+// bad_response, towards eject_after); ok is false for an attempt that did not fail because of
+// the backend (the client went away, its body was too large, our own connection limit). A dial
+// the backend's host refused is refused; any other dial failure (a timeout, an unreachable
+// host) is connect.
+func backendError(o outcome, err error) (as balancer.Outcome, r balancer.ErrorReason, ok bool) {
 	switch o {
 	case outcomeNotSent:
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return balancer.ErrorRefused, true
+			return balancer.Failed, balancer.ErrorRefused, true
 		}
-		return balancer.ErrorConnect, true
+		return balancer.Failed, balancer.ErrorConnect, true
 	case outcomeConnFailed:
-		return balancer.ErrorReset, true
+		return balancer.Failed, balancer.ErrorReset, true
 	case outcomeTimeout:
-		return balancer.ErrorTimeout, true
+		return balancer.TimedOut, balancer.ErrorTimeout, true
 	case outcomeBadResponse:
-		return balancer.ErrorBadResponse, true
+		return balancer.Failed, balancer.ErrorBadResponse, true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // idempotent reports whether a request method may be repeated without changing its effect

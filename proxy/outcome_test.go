@@ -66,25 +66,27 @@ func TestRetryable(t *testing.T) {
 	}
 }
 
-// TestBackendError is the table from a failed attempt to its pollbal_backend_errors_total
-// reason: every outcome, with the errors that tell refused from connect.
+// TestBackendError is the table from a failed attempt to what the balancer is told (Failed, or
+// TimedOut) and its pollbal_backend_errors_total reason: every outcome, with the errors that
+// tell refused from connect.
 func TestBackendError(t *testing.T) {
 	refused := &dialError{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	tests := []struct {
 		name   string
 		o      outcome
 		err    error
+		as     balancer.Outcome
 		want   balancer.ErrorReason
 		wantOK bool
 	}{
-		{name: "dial refused", o: outcomeNotSent, err: refused, want: balancer.ErrorRefused, wantOK: true},
-		{name: "dial timed out", o: outcomeNotSent, err: &dialError{err: fasthttp.ErrDialTimeout}, want: balancer.ErrorConnect, wantOK: true},
-		{name: "host unreachable", o: outcomeNotSent, err: &dialError{err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}}, want: balancer.ErrorConnect, wantOK: true},
-		{name: "name does not resolve", o: outcomeNotSent, err: &dialError{err: &net.DNSError{Err: "no such host", Name: "backend.invalid", IsNotFound: true}}, want: balancer.ErrorConnect, wantOK: true},
-		{name: "reset after sending", o: outcomeConnFailed, err: syscall.ECONNRESET, want: balancer.ErrorReset, wantOK: true},
-		{name: "closed before an answer", o: outcomeConnFailed, err: io.EOF, want: balancer.ErrorReset, wantOK: true},
-		{name: "no answer in time", o: outcomeTimeout, err: fasthttp.ErrTimeout, want: balancer.ErrorTimeout, wantOK: true},
-		{name: "unusable answer", o: outcomeBadResponse, err: errUnexpectedSwitch, want: balancer.ErrorBadResponse, wantOK: true},
+		{name: "dial refused", o: outcomeNotSent, err: refused, as: balancer.Failed, want: balancer.ErrorRefused, wantOK: true},
+		{name: "dial timed out", o: outcomeNotSent, err: &dialError{err: fasthttp.ErrDialTimeout}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
+		{name: "host unreachable", o: outcomeNotSent, err: &dialError{err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
+		{name: "name does not resolve", o: outcomeNotSent, err: &dialError{err: &net.DNSError{Err: "no such host", Name: "backend.invalid", IsNotFound: true}}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
+		{name: "reset after sending", o: outcomeConnFailed, err: syscall.ECONNRESET, as: balancer.Failed, want: balancer.ErrorReset, wantOK: true},
+		{name: "closed before an answer", o: outcomeConnFailed, err: io.EOF, as: balancer.Failed, want: balancer.ErrorReset, wantOK: true},
+		{name: "no answer in time", o: outcomeTimeout, err: fasthttp.ErrTimeout, as: balancer.TimedOut, want: balancer.ErrorTimeout, wantOK: true},
+		{name: "unusable answer", o: outcomeBadResponse, err: errUnexpectedSwitch, as: balancer.Failed, want: balancer.ErrorBadResponse, wantOK: true},
 		{name: "answered", o: outcomeOK},
 		{name: "refused as full is not an error", o: outcomeFull},
 		{name: "our own connection limit", o: outcomeBusy, err: fasthttp.ErrNoFreeConns},
@@ -97,9 +99,9 @@ func TestBackendError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := backendError(tt.o, tt.err)
-			if ok != tt.wantOK || (ok && got != tt.want) {
-				t.Errorf("backendError = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
+			as, got, ok := backendError(tt.o, tt.err)
+			if ok != tt.wantOK || (ok && (as != tt.as || got != tt.want)) {
+				t.Errorf("backendError = %v, %v, %v; want %v, %v, %v", as, got, ok, tt.as, tt.want, tt.wantOK)
 			}
 		})
 	}

@@ -50,8 +50,9 @@ type Proxy struct {
 
 	open        atomic.Int64 // client connections open, on every listener (max_connections)
 	connMetrics *connMetrics
-	answers     *answerMetrics // pollbal_responses_total, pollbal_client_gone_total
-	upgrades    upgradeSet     // upgraded (WebSocket) connections open
+	answers     *answerMetrics  // pollbal_responses_total, pollbal_client_gone_total
+	requests    *requestMetrics // pollbal_requests_total, pollbal_request_duration_seconds, by app
+	upgrades    upgradeSet      // upgraded (WebSocket) connections open
 
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
@@ -96,6 +97,9 @@ func New(o Options) (*Proxy, error) {
 		return nil, err
 	}
 	if p.answers, err = newAnswerMetrics(o.Registerer); err != nil {
+		return nil, err
+	}
+	if p.requests, err = newRequestMetrics(bal, o.Registerer); err != nil {
 		return nil, err
 	}
 	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
@@ -284,7 +288,7 @@ func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	code := answerServerError(ctx, err, snap.Config().Proxy.MaxRequestBody)
 	app := snap.Route(ctx.Host())
 	e.routed(app)
-	snap.Requests(app).Count(code)
+	p.requests.of(snap, app).Count(code)
 	p.answers.count(code, &ctx.Response.Header)
 	p.finish(ctx, e, 0, true, false)
 }

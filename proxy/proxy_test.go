@@ -57,13 +57,13 @@ func TestRouting(t *testing.T) {
 			}
 		})
 	}
-	if got := requestsTotal(t, e.balReg, "-", "404"); got != 2 {
+	if got := requestsTotal(t, e.reg, "-", "404"); got != 2 {
 		t.Errorf(`requests_total{app="-",code="404"} = %v, want 2`, got)
 	}
-	if got := requestsTotal(t, e.balReg, "blog", "200"); got != 2 {
+	if got := requestsTotal(t, e.reg, "blog", "200"); got != 2 {
 		t.Errorf(`requests_total{app="blog",code="200"} = %v, want 2`, got)
 	}
-	if got := seriesOf(t, e.balReg, "pollbal_request_duration_seconds", ""); got != 3 {
+	if got := seriesOf(t, e.reg, "pollbal_request_duration_seconds", ""); got != 3 {
 		t.Errorf("request_duration_seconds has %d series, want 3 (shop, blog, -)", got)
 	}
 }
@@ -169,7 +169,7 @@ func TestBodyLimit(t *testing.T) {
 		})
 	}
 	e.waitIdle()
-	if got := requestsTotal(t, e.balReg, "shop", "413"); got != 3 {
+	if got := requestsTotal(t, e.reg, "shop", "413"); got != 3 {
 		t.Errorf(`requests_total{app="shop",code="413"} = %v, want 3`, got)
 	}
 

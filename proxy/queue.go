@@ -9,11 +9,12 @@ import (
 )
 
 // wait queues a request that found no candidate (proxy.queue_timeout; balancer/queue.go) and
-// returns the lease it was handed. The client's connection is checked while it waits: a client
-// that went away leaves the queue at once.
+// returns the lease it was handed, which may come from a newer snapshot than snap, the
+// request's. The client's connection is checked while it waits: a client that went away leaves
+// the queue at once.
 func (p *Proxy) wait(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App) (balancer.Lease, error) {
 	conn := ctx.Conn()
-	return snap.Wait(app, func() bool { return clientGone(conn) })
+	return p.bal.Wait(snap, app, func() bool { return clientGone(conn) })
 }
 
 // queueOutcome maps an error of balancer.Wait to an outcome.

@@ -88,7 +88,7 @@ func labelOf(m *dto.Metric, name string) string {
 
 // Requests in flight on an app that a reload removes finish on the old snapshot, each with a
 // status code the app never answered before, and still the app's series stay removed: its
-// request metrics were retired with it (balancer/requests.go). Run under -race.
+// request metrics were retired with it (requests.go). Run under -race.
 func TestInFlightRequestsDoNotBringBackRemovedApp(t *testing.T) {
 	release := make(chan struct{})
 	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
@@ -106,7 +106,7 @@ func TestInFlightRequestsDoNotBringBackRemovedApp(t *testing.T) {
 	if r := e.do("GET", "gone.test", "/", ""); r.code != 200 {
 		t.Fatalf("got %v", r)
 	}
-	if n := seriesOf(t, e.balReg, "pollbal_requests_total", "gone"); n != 1 {
+	if n := seriesOf(t, e.reg, "pollbal_requests_total", "gone"); n != 1 {
 		t.Fatalf("%d requests_total series for gone before the reload, want 1", n)
 	}
 
@@ -130,7 +130,7 @@ func TestInFlightRequestsDoNotBringBackRemovedApp(t *testing.T) {
 	next := *cfg
 	next.Apps = []configs.App{{Name: "kept", Hosts: []string{"kept.test"}, Service: "web"}}
 	e.bal.Update(&next)
-	if n := seriesOf(t, e.balReg, "pollbal_requests_total", "gone"); n != 0 {
+	if n := seriesOf(t, e.reg, "pollbal_requests_total", "gone"); n != 0 {
 		t.Errorf("%d requests_total series for gone right after the reload, want 0", n)
 	}
 	close(release)
@@ -141,14 +141,14 @@ func TestInFlightRequestsDoNotBringBackRemovedApp(t *testing.T) {
 	}
 	e.waitIdle()
 	for _, name := range []string{"pollbal_requests_total", "pollbal_request_duration_seconds"} {
-		if n := seriesOf(t, e.balReg, name, "gone"); n != 0 {
+		if n := seriesOf(t, e.reg, name, "gone"); n != 0 {
 			t.Errorf("%d %s series for the removed app after its requests finished, want 0", n, name)
 		}
 	}
 	if r := e.do("GET", "gone.test", "/", ""); r.code != 404 {
 		t.Fatalf("after the reload: got %v, want 404 no_app", r)
 	}
-	if got := requestsTotal(t, e.balReg, "-", "404"); got != 1 {
+	if got := requestsTotal(t, e.reg, "-", "404"); got != 1 {
 		t.Errorf(`requests_total{app="-",code="404"} = %v, want 1`, got)
 	}
 }

@@ -129,7 +129,7 @@ func TestQueueWaitIsNotBackendTime(t *testing.T) {
 	cfg.Proxy.EjectAfter = 0
 	e := newEnv(t, cfg, "b1")
 	snap := e.bal.Snapshot()
-	held, err := snap.Acquire(snap.AppByName("shop"), &balancer.Tried{})
+	held, err := e.bal.Acquire(snap, snap.AppByName("shop"), &balancer.Tried{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -222,7 +222,7 @@ func (l *listener) timedOutHeader(c *clientConn, since time.Duration) {
 		return
 	}
 	p := l.p
-	p.bal.Snapshot().Requests(nil).Count(fasthttp.StatusRequestTimeout)
+	p.requests.noApp.Count(fasthttp.StatusRequestTimeout)
 	p.answers.requestTimeout.Inc()
 	e := p.entries.get()
 	id := accesslog.AppendNewRequestID(e.id[:0], nil)

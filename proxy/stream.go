@@ -98,7 +98,7 @@ type responseBody struct {
 	detached bool
 	// metrics, when set, takes the request's duration, from began (on p.clock) to Close: the
 	// handler counted the request but left its duration to the stream's end (handler.go).
-	metrics *balancer.RequestMetrics
+	metrics *appRequests
 	began   time.Duration
 	// entry, when set, is the request's access-log entry, which Close finishes: the handler
 	// handed it over (handler.go). sent counts the body's bytes written to the client; cut

@@ -423,7 +423,7 @@ func TestClientGoneEndsForward(t *testing.T) {
 			if got, _ := seriesValue(t, e.reg, "pollbal_client_gone_total", "stage", "forwarding"); got != 1 {
 				t.Errorf(`pollbal_client_gone_total{stage="forwarding"} = %v, want 1`, got)
 			}
-			if n := requestsCounted(t, e.balReg); n != 0 {
+			if n := requestsCounted(t, e.reg); n != 0 {
 				t.Errorf("the request whose client went away was counted in pollbal_requests_total (%v)", n)
 			}
 			if got := e.responsesTotal(reasonBadRequest); got != 0 {

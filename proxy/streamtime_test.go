@@ -64,7 +64,7 @@ func TestStreamedResponseDurationEndsWithLastByte(t *testing.T) {
 	var count uint64
 	var took float64
 	testproc.WaitFor(t, 10*time.Second, "the request's duration to be recorded", func() bool {
-		for _, m := range family(t, e.balReg, "pollbal_request_duration_seconds") {
+		for _, m := range family(t, e.reg, "pollbal_request_duration_seconds") {
 			if labelOf(m, "app") == "shop" {
 				count, took = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 			}
@@ -77,7 +77,7 @@ func TestStreamedResponseDurationEndsWithLastByte(t *testing.T) {
 	if got := time.Duration(took * float64(time.Second)); got < stream {
 		t.Errorf("recorded duration %v, want at least the %v the body streamed after the header", got, stream)
 	}
-	if n := requestsTotal(t, e.balReg, "shop", "200"); n != 1 {
+	if n := requestsTotal(t, e.reg, "shop", "200"); n != 1 {
 		t.Errorf("pollbal_requests_total{app=shop,code=200} = %v, want 1", n)
 	}
 }

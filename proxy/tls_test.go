@@ -123,7 +123,7 @@ func TestTLSHandshakeWithinHeaderTimeout(t *testing.T) {
 	if n := testutil.ToFloat64(e.p.connMetrics.tlsHandshakeErrors); n != 1 {
 		t.Errorf("TLS handshake errors counted %v, want 1", n)
 	}
-	if n := requestsCounted(t, e.balReg); n != 0 {
+	if n := requestsCounted(t, e.reg); n != 0 {
 		t.Errorf("the cut handshake was counted in pollbal_requests_total (%v)", n)
 	}
 }
@@ -149,7 +149,7 @@ func TestTLSHeaderTimeoutAnswers408(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > limit+time.Second {
 		t.Errorf("408 after %s, want within %s", elapsed, limit+time.Second)
 	}
-	if got := requestsTotal(t, e.balReg, "-", "408"); got != 1 {
+	if got := requestsTotal(t, e.reg, "-", "408"); got != 1 {
 		t.Errorf(`pollbal_requests_total{app="-",code="408"} = %v, want 1`, got)
 	}
 	if got := e.responsesTotal(reasonRequestTimeout); got != 1 {
@@ -201,10 +201,10 @@ func TestTLSHandshakeErrorsAreNotRequests(t *testing.T) {
 	if r := e.dialTLS(t).exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 || r.body != "https" {
 		t.Errorf("a good client after them: %v", r)
 	}
-	if got := requestsTotal(t, e.balReg, "-", "400"); got != 0 {
+	if got := requestsTotal(t, e.reg, "-", "400"); got != 0 {
 		t.Errorf(`pollbal_requests_total{app="-",code="400"} = %v, want 0`, got)
 	}
-	if got := requestsTotal(t, e.balReg, "shop", "200"); got != 1 {
+	if got := requestsTotal(t, e.reg, "shop", "200"); got != 1 {
 		t.Errorf(`pollbal_requests_total{app="shop",code="200"} = %v, want 1`, got)
 	}
 	if got := e.responsesTotal(reasonBadRequest); got != 0 {

@@ -246,7 +246,7 @@ func TestUpgradeRefused(t *testing.T) {
 func TestUpgradeAbandoned(t *testing.T) {
 	e, b := upgradeEnv(t, func(*configs.Proxy) {})
 	snap := e.bal.Snapshot()
-	lease, err := snap.Acquire(snap.Route([]byte("shop.test")), &balancer.Tried{})
+	lease, err := e.bal.Acquire(snap, snap.Route([]byte("shop.test")), &balancer.Tried{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,7 @@ type Etcd struct {
 	dialTimeout time.Duration
 	cache       *File
 	target      Target
+	alarms      Alarms
 	events      Events
 	up          prometheus.Gauge // pollbal_store_up
 	log         *slog.Logger
@@ -78,7 +79,7 @@ func newEtcd(o Options, creds credentials, cache *File, up prometheus.Gauge) (*E
 	}
 	return &Etcd{
 		cli: cli, prefix: o.Etcd.Prefix + "moves/", dialTimeout: o.Etcd.DialTimeout,
-		cache: cache, target: o.Target, events: o.Events, up: up, log: o.Logger,
+		cache: cache, target: o.Target, alarms: o.Alarms, events: o.Events, up: up, log: o.Logger,
 		moves: initial, applied: make(chan struct{}),
 	}, nil
 }
@@ -285,7 +286,7 @@ func (e *Etcd) reachableChanged(up bool, err error) {
 	if err != nil {
 		why = err.Error()
 	}
-	e.target.StoreUnavailable(why)
+	e.alarms.StoreUnavailable(why)
 }
 
 var errCompacted = errors.New("watch revision compacted")

@@ -27,7 +27,7 @@ func newEtcdStore(t *testing.T, endpoint string, target *fakeTarget, log *jsonLo
 	st, err := New(Options{
 		StateFile: filepath.Join(t.TempDir(), "state.json"),
 		Etcd:      &configs.Etcd{Endpoints: []string{endpoint}, Prefix: "/test/", DialTimeout: time.Second},
-		Initial:   initial, Target: target, Events: target, Logger: log.logger(), Registerer: prometheus.NewRegistry(),
+		Initial:   initial, Target: target, Alarms: target, Events: target, Logger: log.logger(), Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,16 +9,20 @@ import (
 	"sync"
 	"testing"
 
+	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/internal/testproc"
 )
 
-// The balancer is the target the store is wired to.
-var _ Target = (*balancer.Balancer)(nil)
+// The balancer is the target the store is wired to, and the alarms' Notifier its Alarms.
+var (
+	_ Target = (*balancer.Balancer)(nil)
+	_ Alarms = (*alarms.Notifier)(nil)
+)
 
 // fakeTarget stands in for the balancer's override API: it holds the moves of a fixed set of
-// configured backends, and records the alarms raised and the events written. It is safe for
-// concurrent use.
+// configured backends. It is also the store's Alarms and Events, and records the alarms raised
+// and the events written. It is safe for concurrent use.
 type fakeTarget struct {
 	mu    sync.Mutex
 	known map[string]bool
@@ -86,6 +90,7 @@ func (t *fakeTarget) ReplaceOverrides(moves map[string]string) bool {
 	return changed
 }
 
+// StoreUnavailable is the Alarms port: each alarm says etcd cannot be reached.
 func (t *fakeTarget) StoreUnavailable(string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

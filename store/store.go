@@ -58,8 +58,7 @@ const (
 	ActionClear = "clear_override"
 )
 
-// Target is what moves are applied to: the balancer's overrides. It also raises the alarm of a
-// shared store that cannot be reached.
+// Target is what moves are applied to: the balancer's overrides.
 type Target interface {
 	// Known reports whether id is a configured backend.
 	Known(id string) bool
@@ -71,11 +70,15 @@ type Target interface {
 	ClearOverride(id string) error
 	// ReplaceOverrides applies a whole set of valid moves, kept also for ids not configured.
 	ReplaceOverrides(moves map[string]string) bool
-	// StoreUnavailable raises the store_unavailable alarm.
+}
+
+// Alarms is where the store reports that etcd cannot be reached: the store_unavailable alarm,
+// deduplicated by whoever raises it (package alarms).
+type Alarms interface {
 	StoreUnavailable(why string)
 }
 
-// Events is where the store notes that etcd can be reached again: the balancer's recent events.
+// Events is where the store notes that etcd can be reached again: the status page's events.
 type Events interface {
 	Add(kind, message string)
 }
@@ -88,6 +91,7 @@ type Options struct {
 	// etcd reports its changes against.
 	Initial    Moves
 	Target     Target
+	Alarms     Alarms // optional
 	Events     Events // optional
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -101,8 +105,11 @@ func New(o Options) (Store, error) {
 		return nil, errors.New("store: nil target")
 	}
 	o.Logger = defaults.Logger(o.Logger)
+	if o.Alarms == nil {
+		o.Alarms = quiet{}
+	}
 	if o.Events == nil {
-		o.Events = noEvents{}
+		o.Events = quiet{}
 	}
 	up := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "pollbal_store_up",
@@ -131,9 +138,11 @@ func New(o Options) (Store, error) {
 	return e, nil
 }
 
-type noEvents struct{}
+// quiet is the Alarms and the Events of a store built without them.
+type quiet struct{}
 
-func (noEvents) Add(string, string) {}
+func (quiet) StoreUnavailable(string) {}
+func (quiet) Add(string, string)      {}
 
 var (
 	_ Store = (*File)(nil)

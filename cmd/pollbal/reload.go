@@ -65,7 +65,7 @@ func (s *server) reload(ctx context.Context, force bool) error {
 		for _, p := range configs.Problems(err) {
 			s.log.Error("reload rejected; keeping the running configuration", "reason", reason, "forced", force, "problem", p)
 		}
-		s.bal.Events().Add("reload", fmt.Sprintf("reload rejected (%s): %v", reason, err))
+		s.events.Add("reload", fmt.Sprintf("reload rejected (%s): %v", reason, err))
 		return err
 	}
 	s.reloadOK.Set(1)
@@ -73,7 +73,7 @@ func (s *server) reload(ctx context.Context, force bool) error {
 	if force {
 		msg = "configuration reloaded (forced)"
 	}
-	s.bal.Events().Add("reload", msg)
+	s.events.Add("reload", msg)
 	s.log.Info(msg, "backends", len(next.cfg.Backends), "apps", len(next.cfg.Apps), "forced", force)
 	return nil
 }
@@ -121,6 +121,7 @@ func (s *server) apply(next *nextConfig) error {
 		s.log.Error("access log: the reload's access_log section could not be applied; the log goes on as before", "err", err)
 	}
 	s.warn.Update(next.cfg, next.secret) // first: a round in between never warns a backend being removed
+	s.alarms.Update(next.cfg)
 	s.bal.Update(next.cfg)
 	s.poll.Update(next.cfg.Poll, targets(next.cfg))
 	if next.certs != nil {

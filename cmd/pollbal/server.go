@@ -18,6 +18,7 @@ import (
 
 	"pollbal/accesslog"
 	"pollbal/admin"
+	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/certs"
 	"pollbal/configs"
@@ -31,8 +32,11 @@ import (
 	"pollbal/warning"
 )
 
-// server wires one pollbal instance: poller → balancer (+ warnings) → proxy, and the admin
-// listener. It owns the reload path.
+// recentEvents is how many events the status page keeps.
+const recentEvents = 100
+
+// server wires one pollbal instance: poller → balancer (+ warnings) → proxy, the alarms the
+// balancer and the store report to, and the admin listener. It owns the reload path.
 type server struct {
 	path string
 	log  *slog.Logger
@@ -52,14 +56,16 @@ type server struct {
 	applyMu sync.Mutex
 	stopped bool
 
-	bal   *balancer.Balancer
-	alog  *accesslog.Logger
-	poll  *poller.Poller
-	warn  *warning.Tracker
-	proxy *proxy.Proxy
-	admin *admin.Server
-	certs *certs.Store // nil without tls.listen
-	moves store.Store
+	bal    *balancer.Balancer
+	alarms *alarms.Notifier // the balancer's and the store's alarms, and the events it lists them in
+	events *alarms.Events   // the status page's events
+	alog   *accesslog.Logger
+	poll   *poller.Poller
+	warn   *warning.Tracker
+	proxy  *proxy.Proxy
+	admin  *admin.Server
+	certs  *certs.Store // nil without tls.listen
+	moves  store.Store
 
 	proxyLn, tlsLn, adminLn net.Listener // proxyLn is nil when listen is "", tlsLn without TLS
 
@@ -136,12 +142,17 @@ func (s *server) registerMetrics() {
 	s.reloadRejected = newReloadRejected(s.reg)
 }
 
-// buildPipeline builds what requests and checks go through: the balancer, the warning tracker
-// that reads it after every check round, the poller that feeds both, and the proxy.
+// buildPipeline builds what requests and checks go through: the alarms and events the
+// balancer reports to, the balancer, the warning tracker that reads it after every check round,
+// the poller that feeds both, and the proxy.
 func (s *server) buildPipeline(cfg *configs.Config, moves store.Moves) error {
 	var err error
+	s.events = alarms.NewEvents(recentEvents, nil)
+	if s.alarms, err = alarms.New(alarms.Options{Config: cfg, Events: s.events, Logger: s.log}); err != nil {
+		return err
+	}
 	s.bal, err = balancer.New(balancer.Options{
-		Config: cfg, Overrides: moves, Version: version, Logger: s.log, Registerer: s.reg,
+		Config: cfg, Overrides: moves, Logger: s.log, Registerer: s.reg, Observer: s.alarms, Events: s.events,
 	})
 	if err != nil {
 		return err
@@ -151,7 +162,7 @@ func (s *server) buildPipeline(cfg *configs.Config, moves store.Moves) error {
 		return err
 	}
 	s.warn, err = warning.NewTracker(warning.TrackerOptions{
-		Members: s.bal, Events: s.bal.Events(), Config: cfg,
+		Members: s.bal, Events: s.events, Config: cfg,
 		SenderOptions: warning.SenderOptions{
 			Site: cfg.Site, Timeout: cfg.Warning.Timeout, Secret: secret, Logger: s.log, Registerer: s.reg,
 		},
@@ -180,13 +191,13 @@ func (s *server) buildAdmin(cfg *configs.Config, moves store.Moves) error {
 	var err error
 	s.moves, err = store.New(store.Options{
 		StateFile: cfg.Admin.StateFile, Etcd: cfg.Admin.Store.Etcd, Initial: moves,
-		Target: s.bal, Events: s.bal.Events(), Logger: s.log, Registerer: s.reg,
+		Target: s.bal, Alarms: s.alarms, Events: s.events, Logger: s.log, Registerer: s.reg,
 	})
 	if err != nil {
 		return err
 	}
 	s.admin, err = admin.New(admin.Options{
-		Balancer: s.bal, Warnings: s.warn, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile,
+		Balancer: s.bal, Warnings: s.warn, Events: s.events, Version: version, Gatherer: s.reg, TokenFile: cfg.Admin.TokenFile,
 		Store: s.moves, Reload: s.reload, Upgrade: s.upgrade, Started: s.started, Limits: adminLimits(cfg),
 		Logger: s.log, Registerer: s.reg,
 	})
@@ -216,7 +227,7 @@ func newCertStore(cfg *configs.Config) (*certs.Store, error) {
 }
 
 // closeBuilt closes what a failing newServer had built: the store's etcd client (whose
-// goroutines and connections would otherwise stay), the warning tracker and the balancer (with
+// goroutines and connections would otherwise stay), the warning tracker and the alarms (with
 // nothing in flight before run, their Close returns at once). A failing listen closes the
 // listeners it opened itself.
 func (s *server) closeBuilt() {
@@ -229,8 +240,8 @@ func (s *server) closeBuilt() {
 	if s.warn != nil {
 		s.warn.Close()
 	}
-	if s.bal != nil {
-		s.bal.Close()
+	if s.alarms != nil {
+		s.alarms.Close()
 	}
 }
 
@@ -428,7 +439,7 @@ loop:
 		_ = s.state.Write() // nothing after a hand-over; a failure is logged by the writer
 	}
 	s.warn.Close()
-	s.bal.Close()
+	s.alarms.Close()
 	if handedOver {
 		<-adminDone
 	} else {
@@ -542,8 +553,7 @@ func (k sink) Observe(r poller.Result) {
 		Checked: r.Checked, Load: r.Load})
 }
 
-// ConfirmAfter lets the balancer ask for a backend's load report to be confirmed soon
-// (poller.Confirmer).
+// ConfirmAfter lets the balancer ask for a backend's load report to be confirmed soon.
 func (k sink) ConfirmAfter(r poller.Result) time.Duration { return k.bal.ConfirmAfter(r.ID) }
 
 func (k sink) RoundDone(time.Time) {

@@ -31,7 +31,6 @@ func TestSinkObserveAllocsNothingOfItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(bal.Close)
 	now := time.Now()
 	reports := []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}
 	load := &protocol.Load{InFlight: 3, Capacity: 8, At: now}

@@ -32,7 +32,6 @@ func TestStateConversionsKeepEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(bal.Close)
 	warn, err := warning.NewTracker(warning.TrackerOptions{Members: bal, Config: cfg, SenderOptions: warning.SenderOptions{Site: "s", Timeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)

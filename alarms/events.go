@@ -1,4 +1,4 @@
-package balancer
+package alarms
 
 import (
 	"sync"
@@ -8,9 +8,12 @@ import (
 // Event is one entry of the recent-event log shown on the status page.
 type Event struct {
 	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"` // ready, not_ready, ejected, readmitted, warning_started, warning_stopped, pool_exhausted, pool_fallback, admin_move, reload
+	Kind    string    `json:"kind"` // ready, not_ready, ejected, readmitted, restored, warning_started, warning_stopped, pool_exhausted, pool_fallback, admin_move, reload, store, store_unavailable
 	Message string    `json:"message"`
 }
+
+// defaultEvents is how many events a Notifier's own ring keeps.
+const defaultEvents = 100
 
 // Events is a fixed-size ring of the most recent events. It is safe for concurrent use.
 type Events struct {
