@@ -34,7 +34,7 @@
 #   TARGETS ["direct haproxy nginx caddy refproxy"]  (extras are appended;
 #                 nginx-log, nginx with access_log combined buffer=64k to a
 #                 file, can be named too)
-#   URL_PATH [/]  path requested (/ = 1 KiB body, /pool = 14 bytes)
+#   URL_PATH [/]  path requested (/ = 1 KiB body, /pool = 14 bytes, /204 = no body)
 #   PIN [0]       1 = wrk on the last CPU, every server on the others (taskset)
 #   OUT_DIR [bench/results]  where results-<date>_<time>.md goes
 #   KEEP [0]      1 = keep the temp dir (configs, logs, raw wrk output)

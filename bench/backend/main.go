@@ -60,6 +60,9 @@ func (o *origin) handle(ctx *fasthttp.RequestCtx) {
 		o.served.Add(1)
 		ctx.SetContentType("text/plain")
 		ctx.SetBody(o.poolBody)
+	case "/204":
+		o.served.Add(1)
+		ctx.SetStatusCode(fasthttp.StatusNoContent)
 	case "/stats":
 		ctx.SetContentType("text/plain")
 		ctx.SetBodyString(o.name + " " + strconv.FormatUint(o.served.Load(), 10) + "\n")

@@ -17,7 +17,8 @@ func TestOriginAnswers(t *testing.T) {
 	}{
 		{name: "root is 1 KiB", method: "GET", path: "/", wantStatus: 200, wantLen: 1024},
 		{name: "pool answer names the service", method: "GET", path: "/pool", wantStatus: 200, wantBody: "web serving v1"},
-		{name: "stats counts the two served requests before it", method: "GET", path: "/stats", wantStatus: 200, wantBody: "b1 2\n"},
+		{name: "204 has no body", method: "GET", path: "/204", wantStatus: 204, wantLen: 0},
+		{name: "stats counts the three served requests before it", method: "GET", path: "/stats", wantStatus: 200, wantBody: "b1 3\n"},
 		{name: "unknown path", method: "GET", path: "/nope", wantStatus: 404, wantBody: "not found\n"},
 		{name: "POST refused", method: "POST", path: "/", wantStatus: 405, wantBody: ""},
 	}
