@@ -35,6 +35,8 @@
 #                 nginx-log, nginx with access_log combined buffer=64k to a
 #                 file, can be named too)
 #   URL_PATH [/]  path requested (/ = 1 KiB body, /pool = 14 bytes, /204 = no body)
+#   WRK_SCRIPT [] a wrk Lua script (-s) that picks the requests, e.g.
+#                 bench/mix204.lua (one request in ten to /204)
 #   PIN [0]       1 = wrk on the last CPU, every server on the others (taskset)
 #   OUT_DIR [bench/results]  where results-<date>_<time>.md goes
 #   KEEP [0]      1 = keep the temp dir (configs, logs, raw wrk output)
@@ -55,7 +57,7 @@ REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
 ORIG_PWD=$PWD
 # The command as invoked, with the knobs that were set, for the results file.
 INVOCATION="$0${*:+ $*}"
-for v in DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH PIN TLS MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD PROXY2_NAME PROXY2_ADDR PROXY2_CMD POLLBAL_CAPACITY POLLBAL_EXTRA POLLBAL_ACCESS_LOG POLLBAL_ACCESS_LOG_FORMAT; do
+for v in DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH WRK_SCRIPT PIN TLS MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD PROXY2_NAME PROXY2_ADDR PROXY2_CMD POLLBAL_CAPACITY POLLBAL_EXTRA POLLBAL_ACCESS_LOG POLLBAL_ACCESS_LOG_FORMAT; do
   [ -n "${!v+x}" ] && INVOCATION="$v=${!v@Q} $INVOCATION"
 done
 export PATH=/usr/local/go/bin:$PATH
@@ -88,7 +90,7 @@ while [ $# -gt 0 ]; do
     --proxy-cmd) PROXY_CMD=$2; shift 2 ;;
     --proxy-addr) PROXY_ADDR=$2; shift 2 ;;
     --proxy-name) PROXY_NAME=$2; shift 2 ;;
-    -h|--help) sed -n '2,50p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -Eeuo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -124,7 +126,9 @@ TSV=$RUN/results.tsv
 
 run_wrk() { # run_wrk TARGET DURATION OUTFILE  (in the background, so a signal interrupts the wait)
   local t=$1 d=$2 out=$3
-  ( "${CLIENT_PREFIX[@]}" timeout $((d + 15)) wrk -t"$THREADS" -c"$CONNS" -d"${d}s" --latency "$SCHEME://${ADDR[$t]}$URL_PATH" >"$out" 2>&1 || echo "wrk exit $?" >>"$out"
+  local script=()
+  [ -n "${WRK_SCRIPT:-}" ] && script=(-s "$WRK_SCRIPT")
+  ( "${CLIENT_PREFIX[@]}" timeout $((d + 15)) wrk -t"$THREADS" -c"$CONNS" -d"${d}s" --latency "${script[@]}" "$SCHEME://${ADDR[$t]}$URL_PATH" >"$out" 2>&1 || echo "wrk exit $?" >>"$out"
     times >"$out.times" ) &
   TRANSIENT[client]=$!
   wait "${TRANSIENT[client]}" || true
