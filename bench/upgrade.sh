@@ -48,7 +48,7 @@ PIDS=() # processes this script started (and the pollbal pids it saw), ended on 
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 alive() { # alive PID: the process runs (a zombie that nobody reaped has exited)
-  [[ -e /proc/$1/stat ]] && [[ $(sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f1) != Z ]]
+  [[ -e /proc/$1/stat ]] && [[ $(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) != Z ]]
 }
 # shellcheck disable=SC2317 # called by the trap
 cleanup() {
