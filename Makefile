@@ -1,5 +1,5 @@
 # pollbal — the two commands are `make demo` and `make test`; `make release`, `make install`
-# and `make image` package it (see "Installing" in README.md).
+# and `make image` package it (see "Installing" in docs/operating.md).
 GO      ?= go
 # What a build is stamped with (pollbal version, /api/state, the User-Agent of checks): the
 # latest v* tag as git describe says it (v0.9.0, or v0.9.0-3-gabc1234 after it), the commit
@@ -16,7 +16,7 @@ DEMO_FLAGS ?=
 # make release: static binaries for these platforms, packed in DIST.
 PLATFORMS ?= linux/amd64 linux/arm64
 DIST      ?= dist
-# make install: DESTDIR/PREFIX/bin/pollbal and the rest (README.md, "Installing").
+# make install: DESTDIR/PREFIX/bin/pollbal and the rest (docs/operating.md, "Installing").
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 SYSCONFDIR ?= /etc
@@ -29,7 +29,7 @@ ENGINE ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null
 
 all: build
 
-# pollbal, the example backend, and pollbal-etcd (a local etcd for the README's walk-through).
+# pollbal, the example backend, and pollbal-etcd (a local etcd for docs/fleet.md's walk-through).
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pollbal ./cmd/pollbal
 	$(GO) build -o $(BIN)/example-backend ./examples/backend
@@ -116,7 +116,7 @@ man: build
 release:
 	GO="$(GO)" release/release.sh "$(VERSION)" "$(COMMIT)" "$(DIST)" $(PLATFORMS)
 
-# Installs what a release tarball holds, built here (README.md, "Installing"); an existing
+# Installs what a release tarball holds, built here (docs/operating.md, "Installing"); an existing
 # SYSCONFDIR/pollbal/pollbal.yaml is kept.
 install: man
 	GO="$(GO)" release/install.sh "$(BIN)" "$(DESTDIR)" "$(PREFIX)" "$(SYSCONFDIR)"

@@ -125,7 +125,7 @@ func (s *Snapshot) take(l *candList, tried *Tried, now time.Time) *Backend {
 // given back (released, which raises the hints and wakes the queue like any release). Go's
 // atomics are sequentially consistent: a take whose re-read still saw the old limit came
 // before the lowering's store, so once a lowering is published every lease taken afterwards
-// is within it (see "Ranking and leases" in the README).
+// is within it (see "Ranking and leases" in docs/concepts.md).
 func (s *Snapshot) takeSlot(m *member, limit int64, now time.Time) bool {
 	n := m.slot.tryAcquire(limit)
 	if n == 0 {

@@ -9,14 +9,14 @@ import (
 	"testing"
 )
 
-// architectureTable reads the README's Architecture table: package directory (without the
-// trailing slash) → the pollbal packages it may import, nil for "everything above".
+// architectureTable reads the table of architecture.md's Packages section: package directory
+// (without the trailing slash) → the pollbal packages it may import, nil for "everything above".
 func architectureTable(t *testing.T) map[string][]string {
 	t.Helper()
-	text := read(t, "../README.md")
-	_, section, ok := strings.Cut(text, "\n## Architecture\n")
+	text := read(t, "architecture.md")
+	_, section, ok := strings.Cut(text, "\n## Packages\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Architecture" section`)
+		t.Fatal(`architecture.md has no "## Packages" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	table := map[string][]string{}
@@ -39,12 +39,12 @@ func architectureTable(t *testing.T) map[string][]string {
 		}
 	}
 	if len(table) < 5 {
-		t.Fatalf("read only %d rows from the README's Architecture table: %v", len(table), table)
+		t.Fatalf("read only %d rows from architecture.md's Packages table: %v", len(table), table)
 	}
 	return table
 }
 
-// TestArchitectureImports holds the code to the README's Architecture table: every package it
+// TestArchitectureImports holds the code to architecture.md's Packages table: every package it
 // lists imports (in its non-test files) only the pollbal packages its row allows, and every
 // top-level package of the product is in the table.
 func TestArchitectureImports(t *testing.T) {
@@ -64,13 +64,13 @@ func TestArchitectureImports(t *testing.T) {
 			continue // no Go files
 		}
 		if _, listed := table[e.Name()]; !listed && len(pkg.GoFiles) > 0 {
-			t.Errorf("package %s/ is not in the README's Architecture table", e.Name())
+			t.Errorf("package %s/ is not in architecture.md's Packages table", e.Name())
 		}
 	}
 	for dir, allowed := range table {
 		pkg, err := build.Default.ImportDir(filepath.Join("..", dir), 0)
 		if err != nil {
-			t.Errorf("%s (in the README's Architecture table): %v", dir, err)
+			t.Errorf("%s (in architecture.md's Packages table): %v", dir, err)
 			continue
 		}
 		if allowed == nil {
@@ -78,7 +78,7 @@ func TestArchitectureImports(t *testing.T) {
 		}
 		for _, imp := range pkg.Imports {
 			if strings.HasPrefix(imp, "pollbal/") && !slices.Contains(allowed, imp) {
-				t.Errorf("%s imports %s; the README's Architecture table allows only %v", dir, imp, allowed)
+				t.Errorf("%s imports %s; architecture.md's Packages table allows only %v", dir, imp, allowed)
 			}
 		}
 	}

@@ -1,9 +1,11 @@
 package main
 
-// The README's commands are run here so the docs cannot drift: every curl example of the admin
-// API must succeed against a running pollbal (and print the JSON its comment shows), and the
-// quick start's `make demo` must finish with a passing summary. docs/docs_test.go checks that
-// docs/configuration.md holds configs/pollbal.yaml verbatim and that no link is broken.
+// The documentation's commands are run here so the docs cannot drift: every curl example of the
+// admin API in docs/operating.md must succeed against a running pollbal (and print the JSON its
+// comment shows), the check example of docs/configuration.md must print what pollbal prints, and
+// the README's quick start, `make demo`, must finish with a passing summary. docs/docs_test.go
+// checks that docs/configuration.md holds configs/pollbal.yaml verbatim, that the README stays a
+// front page and that no link is broken.
 
 import (
 	"bytes"
@@ -20,43 +22,52 @@ import (
 	"pollbal/internal/testproc"
 )
 
-const readmePath = "../../README.md"
+// The documents whose commands and examples these tests run.
+const (
+	readmePath        = "../../README.md"
+	operatingPath     = "../../docs/operating.md"
+	configurationPath = "../../docs/configuration.md"
+	fleetPath         = "../../docs/fleet.md"
+)
 
-// fencedBlocks returns the bodies of the README's fenced code blocks with the given language.
-func fencedBlocks(t *testing.T, lang string) []string {
+// fencedBlocks returns the bodies of a Markdown file's fenced code blocks with the given
+// language, with the indentation of their fence removed (blocks inside list items).
+func fencedBlocks(t *testing.T, path, lang string) []string {
 	t.Helper()
-	data, err := os.ReadFile(readmePath)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var blocks []string
 	var cur *strings.Builder
+	indent := ""
 	for _, line := range strings.SplitAfter(string(data), "\n") {
 		trimmed := strings.TrimSpace(line)
 		switch {
 		case cur == nil && trimmed == "```"+lang:
 			cur = &strings.Builder{}
+			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
 		case cur != nil && trimmed == "```":
 			blocks = append(blocks, cur.String())
 			cur = nil
 		case cur != nil:
-			cur.WriteString(line)
+			cur.WriteString(strings.TrimPrefix(line, indent))
 		}
 	}
 	return blocks
 }
 
-// example is one shell command of the README with the JSON its comment says it prints.
+// example is one shell command of docs/operating.md with the JSON its comment says it prints.
 type example struct {
 	cmd  string
 	want string // "" when the comment shows no exact JSON
 }
 
-// adminExamples collects the curl commands of the README's sh blocks that talk to the admin
-// listener, joining backslash continuations.
+// adminExamples collects the curl commands of docs/operating.md's sh blocks that talk to the
+// admin listener, joining backslash continuations.
 func adminExamples(t *testing.T) []example {
 	var out []example
-	for _, b := range fencedBlocks(t, "sh") {
+	for _, b := range fencedBlocks(t, operatingPath, "sh") {
 		if !strings.Contains(b, "127.0.0.1:9090/admin") {
 			continue
 		}
@@ -86,10 +97,10 @@ func adminExamples(t *testing.T) []example {
 	return out
 }
 
-func TestReadmeAdminExamples(t *testing.T) {
+func TestDocsAdminExamples(t *testing.T) {
 	examples := adminExamples(t)
 	if len(examples) < 4 {
-		t.Fatalf("found %d admin curl examples in the README, want the pools, move, return and reload calls", len(examples))
+		t.Fatalf("found %d admin curl examples in docs/operating.md, want the pools, move, return and reload calls", len(examples))
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("s3cret-token\n"), 0o600); err != nil {
@@ -120,7 +131,7 @@ backends:
 		var stdout, stderr bytes.Buffer
 		c.Stdout, c.Stderr = &stdout, &stderr
 		if err := c.Run(); err != nil {
-			t.Fatalf("README example failed: %s\n%v\n%s%s", ex.cmd, err, stdout.String(), stderr.String())
+			t.Fatalf("docs/operating.md example failed: %s\n%v\n%s%s", ex.cmd, err, stdout.String(), stderr.String())
 		}
 		if ex.want != "" {
 			var got, want any
@@ -129,7 +140,7 @@ backends:
 			}
 			_ = json.Unmarshal([]byte(ex.want), &want)
 			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s:\n got  %s\n want %s (as the README says)", ex.cmd, stdout.String(), ex.want)
+				t.Fatalf("%s:\n got  %s\n want %s (as docs/operating.md says)", ex.cmd, stdout.String(), ex.want)
 			}
 		}
 	}
@@ -164,23 +175,23 @@ func TestReadmeQuickStartDemo(t *testing.T) {
 	}
 }
 
-// TestReadmeCheckExample runs the README's `pollbal check` example on the broken.yaml it shows
-// and compares the output line for line.
-func TestReadmeCheckExample(t *testing.T) {
+// TestDocsCheckExample runs docs/configuration.md's `pollbal check` example on the broken.yaml
+// it shows and compares the output line for line.
+func TestDocsCheckExample(t *testing.T) {
 	var broken string
-	for _, b := range fencedBlocks(t, "yaml") {
+	for _, b := range fencedBlocks(t, configurationPath, "yaml") {
 		if strings.HasPrefix(b, "# broken.yaml\n") {
 			broken = b
 		}
 	}
 	var console string
-	for _, b := range fencedBlocks(t, "console") {
+	for _, b := range fencedBlocks(t, configurationPath, "console") {
 		if strings.HasPrefix(b, "$ pollbal check -config broken.yaml\n") {
 			console = b
 		}
 	}
 	if broken == "" || console == "" {
-		t.Fatal("README lacks the broken.yaml block or the pollbal check console block")
+		t.Fatal("docs/configuration.md lacks the broken.yaml block or the pollbal check console block")
 	}
 	lines := strings.Split(strings.TrimSuffix(console, "\n"), "\n")
 	var want []string
@@ -196,17 +207,17 @@ func TestReadmeCheckExample(t *testing.T) {
 	}
 	var out, errOut strings.Builder
 	if code := realMain([]string{"check", "-config", path}, &out, &errOut); code != 1 {
-		t.Fatalf("exit %d, want 1 as the README says", code)
+		t.Fatalf("exit %d, want 1 as docs/configuration.md says", code)
 	}
 	if got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"); !reflect.DeepEqual(got, want) {
-		t.Fatalf("pollbal check prints\n%s\nthe README says\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Fatalf("pollbal check prints\n%s\ndocs/configuration.md says\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
-// TestReadmeListsEveryCommand keeps the README's command list in step with `pollbal -h`
-// (issue 14: `pollbal version` was missing from the README).
-func TestReadmeListsEveryCommand(t *testing.T) {
-	data, err := os.ReadFile(readmePath)
+// TestDocsListEveryCommand keeps docs/operating.md's command list in step with `pollbal -h`
+// (issue 14: `pollbal version` was missing from the README, where the list was then).
+func TestDocsListEveryCommand(t *testing.T) {
+	data, err := os.ReadFile(operatingPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +225,7 @@ func TestReadmeListsEveryCommand(t *testing.T) {
 	for _, c := range p.Commands {
 		line := p.Synopsis(c)
 		if !strings.Contains(string(data), "\n"+line+"\n") {
-			t.Errorf("README does not show the command line %q of `pollbal -h`", line)
+			t.Errorf("docs/operating.md does not show the command line %q of `pollbal -h`", line)
 		}
 	}
 }

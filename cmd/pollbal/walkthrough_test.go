@@ -1,8 +1,8 @@
 package main
 
-// Issue 28: the README's etcd walk-through ("Sharing moves across instances") did not run as
-// written: it never said where etcd comes from, and its first curl ran before the instances
-// listened. This runs its shell block, taken from the README so that the two cannot drift,
+// Issue 28: the etcd walk-through (docs/fleet.md, "Sharing moves across instances") did not run
+// as written: it never said where etcd comes from, and its first curl ran before the instances
+// listened. This runs its shell block, taken from docs/fleet.md so that the two cannot drift,
 // against real processes (bin/pollbal-etcd, two example backends, two pollbal instances) and
 // compares what each command prints with the `# → ` line under it.
 //
@@ -31,17 +31,17 @@ var walkthroughPorts = []string{"2379", "8080", "8081", "9090", "9091", "9201", 
 // expectRe matches a line that shows what the command above it prints.
 var expectRe = regexp.MustCompile(`^# → (.*)$`)
 
-// walkthroughBlock returns the README's shell block that runs examples/fleet against etcd.
+// walkthroughBlock returns docs/fleet.md's shell block that runs examples/fleet against etcd.
 func walkthroughBlock(t *testing.T) string {
 	t.Helper()
 	var found []string
-	for _, b := range fencedBlocks(t, "shell") {
+	for _, b := range fencedBlocks(t, fleetPath, "shell") {
 		if strings.Contains(b, "examples/fleet/$n.yaml") {
 			found = append(found, b)
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("found %d shell blocks running examples/fleet in the README, want 1", len(found))
+		t.Fatalf("found %d shell blocks running examples/fleet in docs/fleet.md, want 1", len(found))
 	}
 	return found[0]
 }
@@ -63,7 +63,7 @@ func walkthroughScript(block string) (script string, expected []string) {
 	return b.String(), expected
 }
 
-// sameOutput compares a command's output with what the README shows: as JSON when the README
+// sameOutput compares a command's output with what docs/fleet.md shows: as JSON when it
 // shows JSON (a string "…" stands for any string), else as text.
 func sameOutput(got, want string) bool {
 	got = strings.TrimSpace(got)
@@ -201,7 +201,7 @@ func TestEtcdWalkthrough(t *testing.T) {
 			got = strings.SplitN(got, "\n", 2)[1] // the separator's number
 		}
 		if !sameOutput(got, want) {
-			t.Errorf("output %d:\n got  %s\n want %s (as the README shows)", i+1, strings.TrimSpace(got), want)
+			t.Errorf("output %d:\n got  %s\n want %s (as docs/fleet.md shows)", i+1, strings.TrimSpace(got), want)
 		}
 	}
 	if rest := strings.SplitN(outputs[len(expected)], "\n", 2)[1]; strings.TrimSpace(rest) != "" {
