@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
 	"pollbal/protocol"
@@ -129,9 +128,4 @@ func recordingBalancer(t testing.TB, cfg *configs.Config, rec *recorder, now fun
 		t.Fatal(err)
 	}
 	return b
-}
-
-func testCounter(t testing.TB, c prometheus.Counter) float64 {
-	t.Helper()
-	return testutil.ToFloat64(c)
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"pollbal/configs"
 )
 
@@ -25,17 +27,17 @@ func TestExhaustedIsRaisedByReportOnly(t *testing.T) {
 			t.Fatalf("got %v, want ErrNoCandidate", err)
 		}
 	}
-	if got := testCounter(t, shop.counters.exhausted); got != 0 || len(rec.all()) != 0 {
+	if got := testutil.ToFloat64(shop.counters.exhausted); got != 0 || len(rec.all()) != 0 {
 		t.Fatalf("Acquire alone counted %v exhaustions and told %q, want nothing", got, rec.all())
 	}
 	for range 5 {
 		b.Report(Result{Outcome: Exhausted, App: shop})
 	}
 	b.Report(Result{Outcome: Exhausted, App: blog})
-	if got := testCounter(t, shop.counters.exhausted); got != 5 {
+	if got := testutil.ToFloat64(shop.counters.exhausted); got != 5 {
 		t.Errorf("pool_exhausted_total{shop} = %v, want 5 (the counter is not deduplicated)", got)
 	}
-	if got := testCounter(t, blog.counters.exhausted); got != 1 {
+	if got := testutil.ToFloat64(blog.counters.exhausted); got != 1 {
 		t.Errorf("pool_exhausted_total{blog} = %v, want 1", got)
 	}
 	want := slices.Repeat([]string{"exhausted pool-acme shop web false"}, 5)
@@ -61,7 +63,7 @@ func TestFallbackIsCountedAndObserved(t *testing.T) {
 		}
 		l.Release()
 	}
-	if got := testCounter(t, s.AppByName("shop").counters.fallback); got != 3 {
+	if got := testutil.ToFloat64(s.AppByName("shop").counters.fallback); got != 3 {
 		t.Fatalf("pool_fallback_total = %v, want 3", got)
 	}
 	if got, want := rec.all()[before:], slices.Repeat([]string{"fallback pool-acme shop web"}, 3); !slices.Equal(got, want) {
@@ -83,7 +85,7 @@ func TestQuietReadNeverAlarms(t *testing.T) {
 		s.Members(b.now())
 		s.Pools()
 	}
-	if got := testCounter(t, app.counters.exhausted); got != 0 || len(rec.all()) != 0 {
+	if got := testutil.ToFloat64(app.counters.exhausted); got != 0 || len(rec.all()) != 0 {
 		t.Fatalf("reading counted %v exhaustions and told %q", got, rec.all())
 	}
 	markReady(b, []string{"a1"})

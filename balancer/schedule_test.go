@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
 	"pollbal/protocol"
@@ -120,7 +121,7 @@ func TestAcquireResolution(t *testing.T) {
 				if !errors.Is(err, ErrNoCandidate) {
 					t.Fatalf("got lease on %v (pool %s), want ErrNoCandidate", lease.Backend, lease.Pool)
 				}
-				if got := testCounter(t, app.counters.exhausted); got != 0 {
+				if got := testutil.ToFloat64(app.counters.exhausted); got != 0 {
 					t.Fatalf("pool_exhausted_total = %v after Acquire, want 0 (the proxy reports it)", got)
 				}
 				return
@@ -135,7 +136,7 @@ func TestAcquireResolution(t *testing.T) {
 			if !contains(tc.wantIn, lease.Backend.ID) {
 				t.Fatalf("backend %s, want one of %v", lease.Backend.ID, tc.wantIn)
 			}
-			if tc.fallback && testCounter(t, app.counters.fallback) != 1 {
+			if tc.fallback && testutil.ToFloat64(app.counters.fallback) != 1 {
 				t.Fatal("pool_fallback_total not counted")
 			}
 		})
@@ -272,7 +273,7 @@ func TestTriedIsSkipped(t *testing.T) {
 	// Regression: a retry that finds no other candidate is a failed forward (502), not an
 	// exhausted pool: it must not count or alarm. Acquire counts no exhaustion at all; the proxy
 	// reports one only for a first try or after refusals as full.
-	if got := testCounter(t, s.AppByName("www").counters.exhausted); got != 0 {
+	if got := testutil.ToFloat64(s.AppByName("www").counters.exhausted); got != 0 {
 		t.Fatalf("a retry without candidates counted %v pool exhaustions, want 0", got)
 	}
 }
@@ -374,7 +375,7 @@ func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
 	if !h.Ready || len(h.Reports) != 1 || h.Reports[0].Service != "web" || len(h.Ignored) != 1 || h.Ignored[0] != "mystery" {
 		t.Fatalf("health %+v: want ready for web with mystery ignored", h)
 	}
-	if got := testCounter(t, b.metrics.ignored.WithLabelValues("b1")); got != 2 {
+	if got := testutil.ToFloat64(b.metrics.ignored.WithLabelValues("b1")); got != 2 {
 		t.Fatalf("pollbal_reports_ignored_total = %v, want 2 (one line per check)", got)
 	}
 	if l, err := b.Acquire(b.Snapshot(), b.Snapshot().AppByName("www"), nil); err != nil {

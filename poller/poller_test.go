@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
 )
@@ -168,7 +168,7 @@ func TestCheckFailures(t *testing.T) {
 			if r.Ready || r.Reason != tc.wantReason || r.Reports != nil {
 				t.Fatalf("result = %+v, want not ready with reason %q", r, tc.wantReason)
 			}
-			if got := counterValue(t, reg, "b", tc.wantResult); got < 1 {
+			if got, _ := metrictest.Value(t, reg, `pollbal_checks_total{backend="b",result="`+tc.wantResult+`"}`); got < 1 {
 				t.Fatalf("pollbal_checks_total{backend=b,result=%s} = %v, want >= 1", tc.wantResult, got)
 			}
 		})
@@ -478,9 +478,9 @@ func TestUpdate(t *testing.T) {
 		{name: "removed target is not checked again (one in-flight check at most)",
 			ok: removed.count.Load() <= removedHits+1},
 		{name: "removed target publishes nothing after Update returns", ok: removedResults == 0},
-		{name: "removed target's metrics are deleted", ok: !hasBackendSeries(t, reg, "removed")},
-		{name: "added target's metrics exist", ok: hasBackendSeries(t, reg, "added")},
-		{name: "kept target's metrics exist", ok: hasBackendSeries(t, reg, "kept")},
+		{name: "removed target's metrics are deleted", ok: metrictest.Count(t, reg, `pollbal_checks_total{backend="removed"}`) == 0},
+		{name: "added target's metrics exist", ok: metrictest.Count(t, reg, `pollbal_checks_total{backend="added"}`) > 0},
+		{name: "kept target's metrics exist", ok: metrictest.Count(t, reg, `pollbal_checks_total{backend="kept"}`) > 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -568,49 +568,6 @@ func TestUpdateBeforeRun(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("no RoundDone: the target removed before Run still counts")
 	}
-}
-
-func counterValue(t *testing.T, reg *prometheus.Registry, backend, result string) float64 {
-	t.Helper()
-	for _, m := range gather(t, reg, "pollbal_checks_total") {
-		if label(m, "backend") == backend && label(m, "result") == result {
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
-
-func hasBackendSeries(t *testing.T, reg *prometheus.Registry, backend string) bool {
-	t.Helper()
-	for _, m := range gather(t, reg, "pollbal_checks_total") {
-		if label(m, "backend") == backend {
-			return true
-		}
-	}
-	return false
-}
-
-func gather(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()
-		}
-	}
-	return nil
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // TestUpdateConcurrent reloads a running poller over and over while checks run, for the race

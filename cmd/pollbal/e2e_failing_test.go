@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"pollbal/internal/metrictest"
 )
 
 // TestEndToEndTimingOutBackendIsSeen reproduces what a newcomer could not see: a backend that
@@ -98,8 +100,8 @@ backends:
 		`pollbal_responses_total{reason="pool_exhausted"}`:                  0,
 		`pollbal_requests_total{app="www",code="504"}`:                      2,
 	} {
-		if got := metricValue(text, series); got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
+		if got, ok := metrictest.TextValue(t, text, series); !ok || got != want {
+			t.Errorf("%s = %v (present: %v), want %v", series, got, ok, want)
 		}
 	}
 

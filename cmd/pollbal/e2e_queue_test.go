@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -195,8 +196,8 @@ func TestEndToEndQueueTimeoutAndFull(t *testing.T) {
 		`pollbal_responses_total{reason="pool_exhausted"}`: 0,
 		`pollbal_requests_total{app="www",code="503"}`:     2,
 	} {
-		if got := metricValue(text, series); got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
+		if got, ok := metrictest.TextValue(t, text, series); !ok || got != want {
+			t.Errorf("%s = %v (present: %v), want %v", series, got, ok, want)
 		}
 	}
 }
@@ -232,14 +233,21 @@ func TestEndToEndQueueClientLeaves(t *testing.T) {
 	}
 	// The waiter is a client gone, not a request answered 400 (as it used to be counted).
 	gone := `pollbal_client_gone_total{stage="queued"}`
-	testproc.WaitFor(t, 5*time.Second, gone+" 1", func() bool { return metricValue(pb.metrics(t), gone) == 1 })
+	testproc.WaitFor(t, 5*time.Second, gone+" 1", func() bool {
+		n, _ := metrictest.TextValue(t, pb.metrics(t), gone)
+		return n == 1
+	})
 	text := pb.metrics(t)
 	for series, want := range map[string]float64{
 		`pollbal_requests_total{app="www",code="400"}`:  -1, // no such series
 		`pollbal_requests_total{app="www",code="200"}`:  1,
 		`pollbal_responses_total{reason="bad_request"}`: 0,
 	} {
-		if got := metricValue(text, series); got != want {
+		got, ok := metrictest.TextValue(t, text, series)
+		if !ok {
+			got = -1
+		}
+		if got != want {
 			t.Errorf("%s = %v, want %v (-1: absent)", series, got, want)
 		}
 	}

@@ -1,0 +1,128 @@
+package metrictest
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Value returns the value of series in g and whether g has that series.
+func Value(t testing.TB, g prometheus.Gatherer, series string) (float64, bool) {
+	t.Helper()
+	name, labels := parseSeries(t, series)
+	for _, m := range metrics(gather(t, g), name) {
+		if maps.Equal(labelsOf(m), labels) {
+			return valueOf(m), true
+		}
+	}
+	return 0, false
+}
+
+// Count returns how many series of the name in g carry every label that series names: for
+// `pollbal_checks_total{backend="a"}`, every result of backend a.
+func Count(t testing.TB, g prometheus.Gatherer, series string) int {
+	t.Helper()
+	name, labels := parseSeries(t, series)
+	n := 0
+	for _, m := range metrics(gather(t, g), name) {
+		if carries(labelsOf(m), labels) {
+			n++
+		}
+	}
+	return n
+}
+
+// TextValue returns the value of series in text, a /metrics answer in the text exposition
+// format, and whether text has that series.
+func TextValue(t testing.TB, text, series string) (float64, bool) {
+	t.Helper()
+	name, labels := parseSeries(t, series)
+	for _, m := range metrics(parseText(t, text), name) {
+		if maps.Equal(labelsOf(m), labels) {
+			return valueOf(m), true
+		}
+	}
+	return 0, false
+}
+
+// carries reports whether have holds every label of want with the same value.
+func carries(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func gather(t testing.TB, g prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	byName := make(map[string]*dto.MetricFamily, len(families))
+	for _, f := range families {
+		byName[f.GetName()] = f
+	}
+	return byName
+}
+
+func parseText(t testing.TB, text string) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("metrics text: %v", err)
+	}
+	return families
+}
+
+// parseSeries splits `name{label="value",...}` into its name and labels, read by the
+// exposition format's own parser.
+func parseSeries(t testing.TB, series string) (string, map[string]string) {
+	t.Helper()
+	families := parseText(t, series+" 0\n")
+	for name, f := range families {
+		if len(families) == 1 && len(f.GetMetric()) == 1 {
+			return name, labelsOf(f.GetMetric()[0])
+		}
+	}
+	t.Fatalf("series %q is not one name{labels}", series)
+	return "", nil
+}
+
+// metrics returns the series of family name (a histogram's by its family name, not _count).
+func metrics(families map[string]*dto.MetricFamily, name string) []*dto.Metric {
+	return families[name].GetMetric()
+}
+
+func labelsOf(m *dto.Metric) map[string]string {
+	labels := make(map[string]string, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	return labels
+}
+
+// valueOf returns a counter's, gauge's or untyped metric's value, and a histogram's or
+// summary's sample count.
+func valueOf(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Histogram != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	case m.Summary != nil:
+		return float64(m.GetSummary().GetSampleCount())
+	default:
+		return m.GetUntyped().GetValue()
+	}
+}
