@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/metrictest"
 )
 
@@ -25,10 +26,7 @@ func queueCfg(timeout time.Duration, maxQueue int, caps ...int) (*configs.Config
 		bs = append(bs, configs.Backend{ID: id, Capacity: c})
 		ids = append(ids, id)
 	}
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs)
-	cfg.Proxy.QueueTimeout = timeout
-	cfg.Proxy.MaxQueue = maxQueue
-	return cfg, ids
+	return configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs, configtest.Queue(timeout, maxQueue)), ids
 }
 
 // get is what the proxy does: a lease at once, else a place in the queue.

@@ -8,13 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // Exhausted is raised in one place, Report: each report counts pollbal_pool_exhausted_total and
 // tells the Observer, which deduplicates the alarm (package alarms); Acquire on an exhausted
 // pool raises nothing, whoever calls it.
 func TestExhaustedIsRaisedByReportOnly(t *testing.T) {
-	cfg := cfgOf([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "shop", Hosts: []string{"shop.test"}, Owner: "acme", AllowFallbackToDefault: boolp(false)},
 		{Name: "blog", Hosts: []string{"blog.test"}, Owner: "acme", AllowFallbackToDefault: boolp(false)},
 	}, []configs.Backend{{ID: "a1", Owner: "acme"}})
@@ -50,7 +51,7 @@ func TestExhaustedIsRaisedByReportOnly(t *testing.T) {
 // A lease served from default is counted and told to the Observer each time; never as an
 // exhaustion.
 func TestFallbackIsCountedAndObserved(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "shop", Hosts: []string{"*"}, Owner: "acme"}}, []configs.Backend{{ID: "d1"}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}, Owner: "acme"}}, []configs.Backend{{ID: "d1"}})
 	rec := &recorder{}
 	b := recordingBalancer(t, cfg, rec, nil)
 	markReady(b, []string{"d1"})
@@ -73,7 +74,7 @@ func TestFallbackIsCountedAndObserved(t *testing.T) {
 
 // The quiet read path (Members, Candidates, Pools) counts, tells and takes nothing.
 func TestQuietReadNeverAlarms(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "shop", Hosts: []string{"*"}, Pool: "pool-acme"}}, []configs.Backend{{ID: "a1", Owner: "acme"}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}, Pool: "pool-acme"}}, []configs.Backend{{ID: "a1", Owner: "acme"}})
 	rec := &recorder{}
 	b := recordingBalancer(t, cfg, rec, nil)
 	s := b.Snapshot()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/metrictest"
 	"pollbal/protocol"
 )
@@ -68,14 +69,12 @@ func web(id, address string, status protocol.Status) fakeBackend {
 
 // trackerConfig is a site whose service web has threshold 2, with the given backend ids.
 func trackerConfig(ids ...string) *configs.Config {
-	cfg := &configs.Config{
-		Warning:  configs.Warning{Timeout: 2 * time.Second},
-		Services: map[string]configs.Service{"web": {WarningThreshold: 2, WarningScope: configs.ScopeVersion}},
-	}
+	var backends []configs.Backend
 	for _, id := range ids {
-		cfg.Backends = append(cfg.Backends, configs.Backend{ID: id, Address: "127.0.0.1:1", Capacity: 1})
+		backends = append(backends, configs.Backend{ID: id, Address: "127.0.0.1:1", Capacity: 1})
 	}
-	return cfg
+	return configtest.New(nil, backends, configtest.WarningThreshold(2),
+		func(c *configs.Config) { c.Warning.Timeout = 2 * time.Second })
 }
 
 type trackerFixture struct {
