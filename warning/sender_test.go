@@ -462,8 +462,8 @@ func TestSenderAgainstExampleBackend(t *testing.T) {
 
 func startExampleBackend(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	p := testproc.Start(t, "example backend", testproc.Options{Stop: os.Interrupt}, bin, args...)
-	return p.WaitLine(t, 30*time.Second, "listening ")
+	_, addr := testproc.StartServer(t, "example backend", testproc.Options{Stop: os.Interrupt}, bin, args...)
+	return addr
 }
 
 // Regression: a backend warned for two services in one round got only the first group's POST,

@@ -71,8 +71,7 @@ func startBackend(t testing.TB, id, listen, poolBody string, extra ...string) *b
 func (b *backend) start(t testing.TB, listen string, extra ...string) {
 	t.Helper()
 	args := append([]string{"-listen", listen, "-id", b.id, "-pool-file", b.poolFile, "-lock-file", b.lockFile}, extra...)
-	b.Proc = testproc.Start(t, "backend "+b.id, testproc.Options{}, bins.backend, args...)
-	b.addr = b.WaitLine(t, 10*time.Second, "listening ")
+	b.Proc, b.addr = testproc.StartServer(t, "backend "+b.id, testproc.Options{}, bins.backend, args...)
 }
 
 func (b *backend) setPool(t testing.TB, body string) {
