@@ -360,7 +360,7 @@ func TestUpdate(t *testing.T) {
 // TestUpdateSettings applies new settings to a running target without a restart.
 func TestUpdateSettings(t *testing.T) {
 	// A check that reaches the timeout fails with "timeout after ...", not the body limit
-	// (fastSettings' 95 ms was reached at load 9.5).
+	// (fastSettings' 95 ms can be reached on a loaded machine).
 	s := scriptedSettings()
 	b := newBackend(t, step{body: "web serving v1"})
 	sink := newFakeSink()

@@ -87,7 +87,7 @@ func TestRoundDone(t *testing.T) {
 		p := newPoller(t, Options{Settings: s, Sink: sink, Targets: []Target{
 			{ID: "fast1", Address: "fast1:80"}, {ID: "slow", Address: "slow:80"}, {ID: "fast2", Address: "fast2:80"}}, transport: ft})
 		start(t, p)
-		t.Cleanup(ft.unblock) // before the cleanup that stops p, which waits for the held check
+		t.Cleanup(ft.unblock)       // before the cleanup that stops p, which waits for the held check
 		advance(s.Interval * 3 / 4) // fast2's first check, at 2/3 of the interval, is done; slow's is held
 		select {
 		case at := <-sink.rounds:

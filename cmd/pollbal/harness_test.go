@@ -98,10 +98,9 @@ func (b *backend) stats(t testing.TB) api.Stats {
 // 100"; "" for none), and waits until web-1 is ready.
 //
 // Its tests are about the data plane, not health, and some saturate a 2-core machine (40
-// race-built 60 MiB streams at once): there a check answered in time can still be read late
-// (checks measured 0.25-1 s against a 150ms timeout, and one failed check made web-1 not ready:
-// 10 of 40 downloads got 503 pool_exhausted). So the checks get a long timeout and several
-// tries before web-1 falls.
+// race-built 60 MiB streams at once): there a check answered in time can still be read late,
+// and one failed check would make web-1 not ready and fail the test's requests with 503
+// pool_exhausted. So the checks get a long timeout and several tries before web-1 falls.
 func startSingle(t *testing.T, proxyKeys, backendKeys string) (*instance, *backend) {
 	t.Helper()
 	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
