@@ -43,6 +43,20 @@ func get(b *Balancer, gone func() bool) (Lease, error) {
 // bubble's fake clock, synctest.Wait returns once every waiter is blocked in the queue, and
 // the times below are exact.
 
+// heldQueue is a balancer whose one backend, of capacity 1, is ready and busy with held: the
+// next request queues (queue_timeout timeout, max_queue maxQueue).
+func heldQueue(t *testing.T, timeout time.Duration, maxQueue int) (b *Balancer, held Lease) {
+	t.Helper()
+	cfg, ids := queueCfg(timeout, maxQueue, 1)
+	b = newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	held, err := get(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, held
+}
+
 func TestQueueFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg, ids := queueCfg(10*time.Second, 100, 1)
@@ -92,13 +106,7 @@ func TestQueueFIFO(t *testing.T) {
 // TestQueueFull: with max_queue 1 and one waiter queued, the next arrival is refused at once.
 func TestQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, ids := queueCfg(80*time.Millisecond, 1, 1)
-		b := newTestBalancer(t, cfg, nil)
-		markReady(b, ids)
-		held, err := get(b, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b, held := heldQueue(t, 80*time.Millisecond, 1)
 		res := make(chan error, 1)
 		go func() {
 			l, err := get(b, nil)
@@ -174,10 +182,7 @@ func TestQueueOffOrNoReadyBackend(t *testing.T) {
 // queueCheckEvery at most after, and the slot it would have had is not taken.
 func TestQueueClientGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, ids := queueCfg(time.Minute, 10, 1)
-		b := newTestBalancer(t, cfg, nil)
-		markReady(b, ids)
-		held, _ := get(b, nil)
+		b, held := heldQueue(t, time.Minute, 10)
 		var gone atomic.Bool
 		res := make(chan error, 1)
 		go func() {
@@ -206,10 +211,7 @@ func TestQueueClientGone(t *testing.T) {
 
 func TestQueueReloadWakesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, ids := queueCfg(time.Minute, 10, 1)
-		b := newTestBalancer(t, cfg, nil)
-		markReady(b, ids)
-		held, _ := get(b, nil)
+		b, held := heldQueue(t, time.Minute, 10)
 		defer held.Release()
 		res := make(chan Lease, 1)
 		go func() {

@@ -14,13 +14,7 @@ import (
 // Value returns the value of series in g and whether g has that series.
 func Value(t testing.TB, g prometheus.Gatherer, series string) (float64, bool) {
 	t.Helper()
-	name, labels := parseSeries(t, series)
-	for _, m := range metrics(gather(t, g), name) {
-		if maps.Equal(labelsOf(m), labels) {
-			return valueOf(m), true
-		}
-	}
-	return 0, false
+	return find(t, gather(t, g), series)
 }
 
 // Count returns how many series of the name in g carry every label that series names: for
@@ -41,13 +35,36 @@ func Count(t testing.TB, g prometheus.Gatherer, series string) int {
 // format, and whether text has that series.
 func TextValue(t testing.TB, text, series string) (float64, bool) {
 	t.Helper()
+	return find(t, parseText(t, text), series)
+}
+
+// find returns the value of series in families and whether it is there.
+func find(t testing.TB, families map[string]*dto.MetricFamily, series string) (float64, bool) {
+	t.Helper()
 	name, labels := parseSeries(t, series)
-	for _, m := range metrics(parseText(t, text), name) {
+	for _, m := range metrics(families, name) {
 		if maps.Equal(labelsOf(m), labels) {
 			return valueOf(m), true
 		}
 	}
 	return 0, false
+}
+
+// ExpectText fails t for each series of values whose value in text differs or that text
+// lacks, and for each series of absent that text has.
+func ExpectText(t testing.TB, text string, values map[string]float64, absent ...string) {
+	t.Helper()
+	families := parseText(t, text)
+	for series, want := range values {
+		if got, ok := find(t, families, series); !ok || got != want {
+			t.Errorf("%s = %v (present: %v), want %v", series, got, ok, want)
+		}
+	}
+	for _, series := range absent {
+		if got, ok := find(t, families, series); ok {
+			t.Errorf("%s = %v, want no such series", series, got)
+		}
+	}
 }
 
 // carries reports whether have holds every label of want with the same value.

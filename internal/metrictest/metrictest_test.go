@@ -1,6 +1,7 @@
 package metrictest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -84,4 +85,38 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 		}
 	}
 	return b.String()
+}
+
+// errorsOf is a testing.TB that keeps what Errorf reports.
+type errorsOf struct {
+	testing.TB
+	got []string
+}
+
+func (e *errorsOf) Errorf(format string, args ...any) {
+	e.got = append(e.got, fmt.Sprintf(format, args...))
+}
+
+func TestExpectText(t *testing.T) {
+	text := "# TYPE up gauge\nup 1\n# TYPE hits_total counter\nhits_total{code=\"200\"} 3\n"
+	tests := []struct {
+		name   string
+		values map[string]float64
+		absent []string
+		errs   int
+	}{
+		{name: "all as expected", values: map[string]float64{"up": 1, `hits_total{code="200"}`: 3}, absent: []string{`hits_total{code="500"}`}},
+		{name: "a value differs", values: map[string]float64{"up": 0}, errs: 1},
+		{name: "a series is missing", values: map[string]float64{`hits_total{code="500"}`: 0}, errs: 1},
+		{name: "a series is there", absent: []string{"up", `hits_total{code="200"}`}, errs: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &errorsOf{TB: t}
+			ExpectText(e, text, tt.values, tt.absent...)
+			if len(e.got) != tt.errs {
+				t.Errorf("%d errors %q, want %d", len(e.got), e.got, tt.errs)
+			}
+		})
+	}
 }
