@@ -19,6 +19,7 @@ import (
 	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
 	"pollbal/store"
@@ -30,26 +31,18 @@ const testToken = "s3cret-token"
 // testConfig is a small site: two backends owned by acme, one in default, one canary; the app
 // shop (owner acme, fallback allowed) and blog (default).
 func testConfig() *configs.Config {
-	return &configs.Config{
-		Site:     "test-site",
-		Listen:   "127.0.0.1:8080",
-		Admin:    configs.Admin{Listen: "127.0.0.1:9090"},
-		Poll:     configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Fall: 1, Rise: 1, MaxBackoff: 5 * time.Second, MaxBody: 4096},
-		Warning:  configs.Warning{Timeout: 500 * time.Millisecond},
-		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakRotate},
-		Services: map[string]configs.Service{"web": {WarningThreshold: 2, WarningScope: configs.ScopeVersion}},
-		Apps: []configs.App{
-			{Name: "shop", Hosts: []string{"shop.example.com"}, Service: "web", Owner: "acme"},
-			{Name: "blog", Hosts: []string{"blog.example.com"}, Service: "web"},
+	return configtest.New(
+		[]configs.App{
+			{Name: "shop", Hosts: []string{"shop.example.com"}, Owner: "acme"},
+			{Name: "blog", Hosts: []string{"blog.example.com"}},
 		},
-		Backends: []configs.Backend{
+		[]configs.Backend{
 			{ID: "web-1", Address: "127.0.0.1:10001", Capacity: 8, Owner: "acme"},
 			{ID: "web-2", Address: "127.0.0.1:10002", Capacity: 8, Owner: "acme"},
 			{ID: "web-3", Address: "127.0.0.1:10003", Capacity: 4},
 			{ID: "canary-1", Address: "127.0.0.1:10004", Capacity: 2, Pool: "canary"},
 		},
-		Alarms: configs.Alarms{DedupWindow: time.Minute},
-	}
+		configtest.Site("test-site"), configtest.WarningThreshold(2))
 }
 
 // fixtureOptions tune newFixture.

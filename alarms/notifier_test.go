@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // recordingPoster records webhook posts and can fail the first few.
@@ -33,7 +34,7 @@ func (p *recordingPoster) Post(_ context.Context, _ string, body []byte) error {
 // starts at a fixed time and moves only by advance.
 func testNotifier(t *testing.T, poster *recordingPoster) (n *Notifier, advance func(time.Duration)) {
 	t.Helper()
-	cfg := &configs.Config{Site: "test", Alarms: configs.Alarms{Webhook: "http://127.0.0.1:1/alarm", DedupWindow: time.Minute}}
+	cfg := configtest.New(nil, nil, configtest.Alarms(configs.Alarms{Webhook: "http://127.0.0.1:1/alarm", DedupWindow: time.Minute}))
 	var clock sync.Mutex
 	now := time.Unix(5000, 0)
 	n, err := New(Options{Config: cfg, Poster: poster, Now: func() time.Time {
@@ -135,7 +136,7 @@ func TestStoreUnavailableAlarmDedup(t *testing.T) {
 func TestUpdateAppliesTheNewWebhook(t *testing.T) {
 	poster := &recordingPoster{}
 	n, _ := testNotifier(t, poster)
-	n.Update(&configs.Config{Site: "test", Alarms: configs.Alarms{DedupWindow: time.Minute}})
+	n.Update(configtest.New(nil, nil, configtest.Alarms(configs.Alarms{DedupWindow: time.Minute})))
 	n.Exhausted("pool-acme", "shop", "web", false)
 	n.Close()
 	if len(poster.bodies) != 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 func benchBalancer(tb testing.TB, n int) (*Balancer, *Snapshot, *App) {
@@ -29,7 +30,7 @@ func benchBalancerWith(tb testing.TB, n int, mutate func(*configs.Config)) (*Bal
 		bs = append(bs, configs.Backend{ID: id, Capacity: 1000})
 		ids = append(ids, id)
 	}
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*", "*.example.com"}}}, bs)
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*", "*.example.com"}}}, bs)
 	mutate(cfg)
 	bal := newTestBalancer(tb, cfg, nil)
 	markReady(bal, ids)
@@ -131,7 +132,7 @@ func BenchmarkNeighbourSlots(b *testing.B) {
 	for i := range 64 {
 		bs = append(bs, configs.Backend{ID: fmt.Sprintf("b%02d", i), Address: fmt.Sprintf("127.0.0.1:%d", 20000+i), Capacity: 1000})
 	}
-	cfg := cfgOf(nil, bs)
+	cfg := configtest.New(nil, bs)
 	reg := map[string]*slot{}
 	syncSlots(reg, cfg, nil)
 	slots := make([]*slot, len(bs))

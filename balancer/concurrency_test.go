@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 )
 
@@ -28,7 +29,7 @@ func TestLeasesNeverOversubscribe(t *testing.T) {
 			caps[id] = c
 			bs = append(bs, configs.Backend{ID: id, Capacity: c, Owner: []string{"acme", "beta"}[i%2]})
 		}
-		return cfgOf([]configs.App{
+		return configtest.New([]configs.App{
 			{Name: "acme", Hosts: []string{"acme.test"}, Owner: "acme"},
 			{Name: "beta", Hosts: []string{"beta.test"}, Owner: "beta"},
 			{Name: "www", Hosts: []string{"*"}},
@@ -102,7 +103,7 @@ func TestLeasesNeverOversubscribe(t *testing.T) {
 // TestLeasesExactUnderContention checks the strict bound with a fixed capacity: many goroutines
 // hammer one backend of capacity 3, and no goroutine ever sees more than 3 in flight.
 func TestLeasesExactUnderContention(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Capacity: 3}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Capacity: 3}})
 	b := newTestBalancer(t, cfg, nil)
 	markReady(b, []string{"b1"})
 	var wg sync.WaitGroup

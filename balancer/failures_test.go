@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 )
 
@@ -97,7 +98,7 @@ type failEnv struct {
 
 func newFailEnv(t *testing.T, tune func(*configs.Proxy)) *failEnv {
 	t.Helper()
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}, {ID: "b2"}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}, {ID: "b2"}})
 	tune(&cfg.Proxy)
 	e := &failEnv{reg: prometheus.NewRegistry(), logs: &testproc.Buffer{}}
 	e.now.Store(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
@@ -208,7 +209,7 @@ func TestBackendErrorSeries(t *testing.T) {
 	if n := testutil.CollectAndCount(e.reg, "pollbal_backend_errors_total"); n != 2*int(numErrorReasons) {
 		t.Errorf("%d series, want %d", n, 2*numErrorReasons)
 	}
-	e.bal.Update(cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}}))
+	e.bal.Update(configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}}))
 	if got := e.errorsTotal(t, "b2", ErrorTimeout); got != -1 {
 		t.Errorf("removed backend's series still there: %v", got)
 	}

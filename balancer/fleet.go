@@ -48,10 +48,10 @@ type fleetDecision struct {
 	Paced    bool  // the limit is below what the others leave free: it rises on the next report
 }
 
-// fleetLimit computes how many requests this instance may have in flight on a backend: with a
-// fresh report, the backend's capacity minus what the other instances had in progress when it
-// answered, max(0, capacity - max(0, reported - mine_then)); without one, an equal share,
-// ceil(capacity / instances). It is a pure function.
+// fleetLimit computes how many requests this instance may have in flight on a backend. It is a
+// pure function. With a fresh report the limit is the backend's capacity minus what the other
+// instances had in progress when it answered, max(0, capacity - max(0, reported - mine_then));
+// without one, an equal share, ceil(capacity / instances).
 //
 // One rule is added to that, for fleets (instances > 1): when the report shows the backend full
 // and this instance holding more than an equal share and more than all the others together, its
@@ -68,13 +68,12 @@ type fleetDecision struct {
 // processing; a request whose response is on its way back, or whose client's next request is
 // on its way in, is not counted, yet its instance takes the slot again at once. A report taken
 // at such a moment shows a slot free that is not, and every instance that believed it was
-// refused (measured: 1-4 % of forwards on a full fleet, up to 8 % on a slower machine). Such
-// a dip lasts milliseconds; a slot really freed stays free. So a report that would raise the
-// limit is confirmed by a second check confirmAfter later (ConfirmAfter, which the poller asks
-// after each good check), and the limit rises then; a second that shows even less asks for a
-// third, since the first may
-// have over-counted (one of this instance's requests had just ended when the answer arrived).
-// A falling limit applies at once.
+// refused (bench/TUNING.md, "Fleet pacing", has how often). Such a dip lasts milliseconds; a
+// slot really freed stays free. So a report that would raise the limit is confirmed by a second
+// check confirmAfter later (ConfirmAfter, which the poller asks after each good check), and the
+// limit rises then; a second that shows even less asks for a third, since the first may have
+// over-counted (one of this instance's requests had just ended when the answer arrived). A
+// falling limit applies at once.
 //
 // A third rule paces a rise: the limit is at most mine_then + ceil(free / instances), where
 // free = capacity - others - mine_then is what the backend had free when it answered. A
@@ -142,14 +141,14 @@ const confirmAfter = 25 * time.Millisecond
 // confirmDelay is how soon a report that would raise a limit is confirmed, for interval.
 func confirmDelay(interval time.Duration) time.Duration { return min(confirmAfter, interval/4) }
 
-// ConfirmAfter says how soon backend id should be checked again: when its last report shows the
-// others with fewer requests in progress than the report before it, the limit does not rise
-// until a second report shows it too (fleetLimit), and that report is asked for now rather than
-// an interval later; likewise while a paced limit is below what the others leave free and
-// either rose on this report or this instance used at least half of the limit it had when the
-// answer arrived, so that a busy instance alone on a backend reaches its spare capacity in a
-// few checks rather than a few intervals, even when its clients were between two requests at
-// some of them, while an idle one asks for none; 0 when there is nothing to confirm. The
+// ConfirmAfter says how soon backend id should be checked again; 0 when there is nothing to
+// confirm. When its last report shows the others with fewer requests in progress than the
+// report before it, the limit does not rise until a second report shows it too (fleetLimit),
+// and that report is asked for now rather than an interval later. Likewise while a paced limit
+// is below what the others leave free and either rose on this report or this instance used at
+// least half of the limit it had when the answer arrived: a busy instance alone on a backend
+// then reaches its spare capacity in a few checks rather than a few intervals, even when its
+// clients were between two requests at some of them, while an idle one asks for none. The
 // poller bounds how many such checks come in a row.
 func (b *Balancer) ConfirmAfter(id string) time.Duration {
 	s := b.snap.Load()

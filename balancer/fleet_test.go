@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
 )
@@ -224,7 +225,7 @@ type fleetFixture struct {
 func newFleetFixture(t *testing.T, instances int) *fleetFixture {
 	t.Helper()
 	f := &fleetFixture{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}},
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}},
 		[]configs.Backend{{ID: "a", Capacity: 8}, {ID: "b", Capacity: 8}})
 	cfg.Fleet.Instances = instances
 	bal, err := New(Options{Config: cfg, Registerer: prometheus.NewRegistry(),
@@ -584,7 +585,7 @@ func TestFleetLimitSchedules(t *testing.T) {
 // exceeds the largest capacity reported, every count returns to zero, and once the reports
 // settle the block hints let a fill reach exactly the final limit.
 func TestFleetLimitUnderConcurrentReports(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "a", Capacity: 8}, {ID: "b", Capacity: 8}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "a", Capacity: 8}, {ID: "b", Capacity: 8}})
 	cfg.Fleet.Instances = 2
 	bal := newTestBalancer(t, cfg, nil)
 	markReady(bal, []string{"a", "b"})

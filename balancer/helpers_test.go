@@ -9,39 +9,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/protocol"
 )
-
-// cfgOf builds a validated-shape configuration with defaults, one service "web" and the given
-// apps and backends.
-func cfgOf(apps []configs.App, backends []configs.Backend) *configs.Config {
-	for i := range apps {
-		if apps[i].Service == "" {
-			apps[i].Service = "web"
-		}
-	}
-	for i := range backends {
-		if backends[i].Capacity == 0 {
-			backends[i].Capacity = 10
-		}
-		if backends[i].Address == "" {
-			backends[i].Address = fmt.Sprintf("127.0.0.1:%d", 10000+i)
-		}
-	}
-	return &configs.Config{
-		Site:     "test",
-		Listen:   "127.0.0.1:8080",
-		Poll:     configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Fall: 1, Rise: 1, MaxBackoff: 5 * time.Second, MaxBody: 4096},
-		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakRotate},
-		Services: map[string]configs.Service{"web": {WarningThreshold: 1, WarningScope: configs.ScopeVersion}},
-		Apps:     apps,
-		Backends: backends,
-		Alarms:   configs.Alarms{DedupWindow: time.Minute},
-	}
-}
 
 func boolp(b bool) *bool { return &b }
 
@@ -83,7 +55,7 @@ func markReady(b *Balancer, ids []string, leaving ...string) {
 
 // reloadReady reloads bal with apps and backends, and reports every backend ready.
 func reloadReady(bal *Balancer, apps []configs.App, backends []configs.Backend) {
-	bal.Update(cfgOf(apps, backends))
+	bal.Update(configtest.New(apps, backends))
 	ids := []string{}
 	for _, b := range backends {
 		ids = append(ids, b.ID)
@@ -129,9 +101,4 @@ func recordingBalancer(t testing.TB, cfg *configs.Config, rec *recorder, now fun
 		t.Fatal(err)
 	}
 	return b
-}
-
-func testCounter(t testing.TB, c prometheus.Counter) float64 {
-	t.Helper()
-	return testutil.ToFloat64(c)
 }

@@ -6,11 +6,9 @@ import "sync/atomic"
 //
 // A pick wants the member with the most spare (limit - in-flight). With an idle member it stops
 // at once (spare equal to the set's largest capacity cannot be beaten); on a busy pool it would
-// read every member. Measured on a 2-core machine (BenchmarkAcquirePlainScan, the hints unused,
-// against BenchmarkAcquire/busy), select+lease+release on pools whose every backend holds
-// leases costs 5.1-6.2 µs of CPU at 1,024 backends without the hints and 0.33-0.37 µs at 64,
-// against 0.30-0.37 µs and 0.13-0.17 µs with them. A scan stays well over 1 µs at 1,024
-// (15-18 times the cost with hints), so the hints stay.
+// read every member. The hints let it skip whole blocks; on a busy pool of a thousand backends
+// that is an order of magnitude less work per pick (bench/TUNING.md, "Block hints";
+// BenchmarkAcquirePlainScan against BenchmarkAcquire/busy re-measures it).
 //
 // The hints belong to a candidate list (one (pool, service) of a snapshot) and live in its cell
 // (candCell), one per group and block of the pool's members in id order; every set of the list

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/protocol"
 )
 
@@ -88,7 +89,7 @@ func TestPickMatchesLinearScan(t *testing.T) {
 					ids[i] = fmt.Sprintf("b%04d", i)
 					bs[i] = configs.Backend{ID: ids[i], Capacity: 1 + rng.IntN(tc.maxCap)}
 				}
-				cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs)
+				cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs)
 				cfg.Proxy.TieBreak = tc.tie
 				return cfg
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // A Snapshot holds no pointer back to the Balancer: walking every type a Snapshot can reach
@@ -81,7 +82,7 @@ func TestSnapshotHasNoPathToTheBalancer(t *testing.T) {
 // the same snapshot stays published, and its own fields, those of its apps, members and lists
 // hold the same values (pointers, lengths) as before.
 func TestHealthChangeLeavesTheSnapshotAlone(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}, {Name: "shop", Hosts: []string{"shop.test"}, Owner: "acme"}},
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}, {Name: "shop", Hosts: []string{"shop.test"}, Owner: "acme"}},
 		[]configs.Backend{{ID: "a1", Owner: "acme"}, {ID: "d1"}, {ID: "d2"}})
 	b := newTestBalancer(t, cfg, nil)
 	markReady(b, []string{"d1"})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 )
 
@@ -23,7 +24,7 @@ func TestTakeAfterLimitLoweredSincePick(t *testing.T) {
 		want  int64 // the limit after the lowering
 	}{
 		{name: "reload lowers the capacity", want: 2, lower: func(bal *Balancer, _ []Lease) {
-			bal.Update(cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20041", Capacity: 2}}))
+			bal.Update(configtest.New(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20041", Capacity: 2}}))
 		}},
 		{name: "refusal as full lowers the limit", want: 2, lower: func(bal *Balancer, held []Lease) {
 			bal.Report(Result{Outcome: RefusedFull, App: held[0].snap.AppByName("www"), Lease: held[0]})
@@ -31,7 +32,7 @@ func TestTakeAfterLimitLoweredSincePick(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20041", Capacity: 8}}), nil)
+			bal := newTestBalancer(t, configtest.New(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20041", Capacity: 8}}), nil)
 			markReady(bal, []string{"a"})
 			held, s, m, limit := holdThenPick(t, bal, 3, "a")
 			tc.lower(bal, held)
@@ -92,7 +93,7 @@ func TestLimitLoweredUnderConcurrentLeases(t *testing.T) {
 	)
 	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
 	cfgAt := func(capacity int) *configs.Config {
-		return cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20051", Capacity: capacity}})
+		return configtest.New(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20051", Capacity: capacity}})
 	}
 	bal := newTestBalancer(t, cfgAt(high), nil)
 	markReady(bal, []string{"a"})

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // Issue 28: dashboard panels showed "no data" until a first event. Each backend's ignored
@@ -15,7 +16,7 @@ import (
 func TestIgnoredSeriesKnownFromTheStart(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
-	b, err := New(Options{Config: cfgOf(apps, []configs.Backend{{ID: "b1"}, {ID: "b2"}}), Registerer: reg})
+	b, err := New(Options{Config: configtest.New(apps, []configs.Backend{{ID: "b1"}, {ID: "b2"}}), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ pollbal_reports_ignored_total{backend="b2"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "pollbal_reports_ignored_total"); err != nil {
 		t.Fatal(err)
 	}
-	b.Update(cfgOf(apps, []configs.Backend{{ID: "b1"}}))
+	b.Update(configtest.New(apps, []configs.Backend{{ID: "b1"}}))
 	if n := testutil.CollectAndCount(reg, "pollbal_reports_ignored_total"); n != 1 {
 		t.Errorf("%d pollbal_reports_ignored_total series after b2 left, want 1", n)
 	}

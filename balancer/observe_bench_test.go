@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/protocol"
 )
 
@@ -26,14 +27,14 @@ func BenchmarkObserveStartup(b *testing.B) {
 	reports := []protocol.Report{{Service: "web", Status: protocol.Serving, Version: "v1"}}
 	b.Run("2000 transitions", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			bal := newTestBalancer(b, cfgOf(apps, bs), nil)
+			bal := newTestBalancer(b, configtest.New(apps, bs), nil)
 			for _, cb := range bs {
 				bal.Observe(Observation{ID: cb.ID, Ready: true, Reports: reports, Checked: time.Now()})
 			}
 		}
 	})
 	b.Run("2000 unchanged checks", func(b *testing.B) {
-		bal := newTestBalancer(b, cfgOf(apps, bs), nil)
+		bal := newTestBalancer(b, configtest.New(apps, bs), nil)
 		for _, cb := range bs {
 			bal.Observe(Observation{ID: cb.ID, Ready: true, Reports: reports, Checked: time.Now()})
 		}
@@ -49,7 +50,7 @@ func BenchmarkObserveStartup(b *testing.B) {
 		for i := 0; i < 10000; i++ {
 			one = append(one, configs.Backend{ID: fmt.Sprintf("b%05d", i)})
 		}
-		cfg := cfgOf([]configs.App{{Name: "app", Hosts: []string{"*"}}}, one)
+		cfg := configtest.New([]configs.App{{Name: "app", Hosts: []string{"*"}}}, one)
 		for i := 0; i < b.N; i++ {
 			bal := newTestBalancer(b, cfg, nil)
 			for _, cb := range one {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 )
 
@@ -15,7 +16,7 @@ import (
 // Acquire tells the two apart: ErrBehindWaiters for a request that can queue behind the
 // waiters, ErrNoCandidate for one whose pool is exhausted, which the proxy reports (Exhausted).
 func TestExhaustedAlarmWhileOthersWait(t *testing.T) {
-	cfg := cfgOf([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "www", Hosts: []string{"www"}, Pool: "busy"},
 		{Name: "shop", Hosts: []string{"shop"}, Pool: "dark"},
 	}, []configs.Backend{

@@ -3,13 +3,18 @@ package balancer
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"pollbal/configs"
-	"pollbal/internal/testproc"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 )
 
 // queueCfg is one app on backends of the given capacities, with the queue on.
@@ -21,10 +26,7 @@ func queueCfg(timeout time.Duration, maxQueue int, caps ...int) (*configs.Config
 		bs = append(bs, configs.Backend{ID: id, Capacity: c})
 		ids = append(ids, id)
 	}
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs)
-	cfg.Proxy.QueueTimeout = timeout
-	cfg.Proxy.MaxQueue = maxQueue
-	return cfg, ids
+	return configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs, configtest.Queue(timeout, maxQueue)), ids
 }
 
 // get is what the proxy does: a lease at once, else a place in the queue.
@@ -37,103 +39,126 @@ func get(b *Balancer, gone func() bool) (Lease, error) {
 	return b.Wait(s, app, gone)
 }
 
+// The queue tests run in a testing/synctest bubble: the queue's timers and tickers run on the
+// bubble's fake clock, synctest.Wait returns once every waiter is blocked in the queue, and
+// the times below are exact.
+
+// heldQueue is a balancer whose one backend, of capacity 1, is ready and busy with held: the
+// next request queues (queue_timeout timeout, max_queue maxQueue).
+func heldQueue(t *testing.T, timeout time.Duration, maxQueue int) (b *Balancer, held Lease) {
+	t.Helper()
+	cfg, ids := queueCfg(timeout, maxQueue, 1)
+	b = newTestBalancer(t, cfg, nil)
+	markReady(b, ids)
+	held, err := get(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, held
+}
+
 func TestQueueFIFO(t *testing.T) {
-	cfg, ids := queueCfg(10*time.Second, 100, 1)
-	b := newTestBalancer(t, cfg, nil)
-	markReady(b, ids)
-	first, err := get(b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 8
-	var mu sync.Mutex
-	var order []int
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			l, err := get(b, nil)
-			if err != nil {
-				t.Errorf("waiter %d: %v", i, err)
-				return
+	synctest.Test(t, func(t *testing.T) {
+		cfg, ids := queueCfg(10*time.Second, 100, 1)
+		b := newTestBalancer(t, cfg, nil)
+		markReady(b, ids)
+		first, err := get(b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 8
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				l, err := get(b, nil)
+				if err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				l.Release()
+			})
+			synctest.Wait()
+			if got := b.QueueLength("default"); got != i+1 {
+				t.Fatalf("after waiter %d arrived: queue length %d, want %d", i, got, i+1)
 			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			l.Release()
-		}(i)
-		testproc.WaitFor(t, 10*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool { return b.QueueLength("default") == i+1 })
-	}
-	// A new arrival while requests wait queues behind them rather than taking a slot.
-	if _, err := b.Acquire(b.Snapshot(), b.Snapshot().AppByName("www"), nil); !errors.Is(err, ErrBehindWaiters) {
-		t.Fatalf("arrival while waiters queue: err %v, want ErrBehindWaiters", err)
-	}
-	first.Release()
-	wg.Wait()
-	for i, got := range order {
-		if got != i {
-			t.Fatalf("served order %v, want 0..%d in order", order, n-1)
 		}
-	}
-	if len(order) != n {
-		t.Fatalf("served %d waiters, want %d", len(order), n)
-	}
-	if f := b.Snapshot().Backends()[0].InFlight(); f != 0 {
-		t.Fatalf("in flight after all released: %d", f)
-	}
+		// A new arrival while requests wait queues behind them rather than taking a slot.
+		if _, err := b.Acquire(b.Snapshot(), b.Snapshot().AppByName("www"), nil); !errors.Is(err, ErrBehindWaiters) {
+			t.Fatalf("arrival while waiters queue: err %v, want ErrBehindWaiters", err)
+		}
+		first.Release()
+		wg.Wait()
+		want := []int{0, 1, 2, 3, 4, 5, 6, 7}
+		if !slices.Equal(order, want) {
+			t.Fatalf("served order %v, want %v", order, want)
+		}
+		if f := b.Snapshot().Backends()[0].InFlight(); f != 0 {
+			t.Fatalf("in flight after all released: %d", f)
+		}
+	})
 }
 
-// TestQueueFull: with max_queue 1 and one waiter queued, the next arrival is refused at once. The
-// queue timeout is long so that the waiter is still queued when the test looks (with 80 ms, a
-// test goroutine kept off the CPU that long on a loaded machine would find the queue empty).
+// TestQueueFull: with max_queue 1 and one waiter queued, the next arrival is refused at once.
 func TestQueueFull(t *testing.T) {
-	cfg, ids := queueCfg(time.Minute, 1, 1)
-	b := newTestBalancer(t, cfg, nil)
-	markReady(b, ids)
-	held, err := get(b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := make(chan error, 1)
-	go func() {
-		l, err := get(b, nil)
-		if err == nil {
-			l.Release()
+	synctest.Test(t, func(t *testing.T) {
+		b, held := heldQueue(t, 80*time.Millisecond, 1)
+		res := make(chan error, 1)
+		go func() {
+			l, err := get(b, nil)
+			if err == nil {
+				l.Release()
+			}
+			res <- err
+		}()
+		synctest.Wait()
+		if n := b.QueueLength("default"); n != 1 {
+			t.Fatalf("queue length %d, want the one waiter", n)
 		}
-		res <- err
-	}()
-	testproc.WaitFor(t, 10*time.Second, "one waiter", func() bool { return b.QueueLength("default") == 1 })
-	if _, err := get(b, nil); !errors.Is(err, ErrQueueFull) {
-		t.Fatalf("second waiter with max_queue 1: %v, want ErrQueueFull", err)
-	}
-	held.Release()
-	if err := <-res; err != nil {
-		t.Fatalf("waiter after the release: %v, want a lease", err)
-	}
+		if _, err := get(b, nil); !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("second waiter with max_queue 1: %v, want ErrQueueFull", err)
+		}
+		held.Release()
+		if err := <-res; err != nil {
+			t.Fatalf("waiter after the release: %v, want a lease", err)
+		}
+	})
 }
 
-// TestQueueTimeout: a waiter no slot frees for gets ErrQueueTimeout, no sooner than queue_timeout,
-// and leaves the queue.
+// TestQueueTimeout: a waiter no slot frees for gets ErrQueueTimeout after exactly
+// queue_timeout, leaves the queue, and its wait is observed.
 func TestQueueTimeout(t *testing.T) {
-	cfg, ids := queueCfg(80*time.Millisecond, 1, 1)
-	b := newTestBalancer(t, cfg, nil)
-	markReady(b, ids)
-	held, err := get(b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release()
-	began := time.Now()
-	if _, err := get(b, nil); !errors.Is(err, ErrQueueTimeout) {
-		t.Fatalf("waiter: %v, want ErrQueueTimeout", err)
-	}
-	if d := time.Since(began); d < 80*time.Millisecond {
-		t.Fatalf("timed out after %v, before queue_timeout 80ms", d)
-	}
-	if n := b.QueueLength("default"); n != 0 {
-		t.Fatalf("queue length after timeout: %d", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		cfg, ids := queueCfg(80*time.Millisecond, 1, 1)
+		b, err := New(Options{Config: cfg, Registerer: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		markReady(b, ids)
+		held, err := get(b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release()
+		began := time.Now()
+		if _, err := get(b, nil); !errors.Is(err, ErrQueueTimeout) {
+			t.Fatalf("waiter: %v, want ErrQueueTimeout", err)
+		}
+		if d := time.Since(began); d != 80*time.Millisecond {
+			t.Fatalf("timed out after %v, want queue_timeout 80ms", d)
+		}
+		if n := b.QueueLength("default"); n != 0 {
+			t.Fatalf("queue length after timeout: %d", n)
+		}
+		if n, _ := metrictest.Value(t, reg, `pollbal_queue_wait_seconds{pool="default"}`); n != 1 {
+			t.Fatalf("pollbal_queue_wait_seconds{pool=default} counts %v waits, want 1", n)
+		}
+	})
 }
 
 func TestQueueOffOrNoReadyBackend(t *testing.T) {
@@ -153,61 +178,63 @@ func TestQueueOffOrNoReadyBackend(t *testing.T) {
 	}
 }
 
+// TestQueueClientGone: a waiter whose client went away leaves the queue at the next look,
+// queueCheckEvery at most after, and the slot it would have had is not taken.
 func TestQueueClientGone(t *testing.T) {
-	cfg, ids := queueCfg(time.Minute, 10, 1)
-	b := newTestBalancer(t, cfg, nil)
-	markReady(b, ids)
-	held, _ := get(b, nil)
-	var gone atomic.Bool
-	res := make(chan error, 1)
-	go func() {
-		_, err := get(b, gone.Load)
-		res <- err
-	}()
-	testproc.WaitFor(t, 10*time.Second, "waiter queued", func() bool { return b.QueueLength("default") == 1 })
-	began := time.Now()
-	gone.Store(true)
-	if err := <-res; !errors.Is(err, ErrGone) {
-		t.Fatalf("waiter whose client left: %v, want ErrGone", err)
-	}
-	if d := time.Since(began); d > time.Second {
-		t.Fatalf("left the queue %v after its client, want well under a second", d)
-	}
-	if n := b.QueueLength("default"); n != 0 {
-		t.Fatalf("queue length: %d", n)
-	}
-	held.Release()
-	if f := b.Snapshot().Backends()[0].InFlight(); f != 0 {
-		t.Fatalf("in flight after release: %d (slot handed to a gone waiter?)", f)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b, held := heldQueue(t, time.Minute, 10)
+		var gone atomic.Bool
+		res := make(chan error, 1)
+		go func() {
+			_, err := get(b, gone.Load)
+			res <- err
+		}()
+		synctest.Wait()
+		time.Sleep(queueCheckEvery / 2) // the fake clock: half-way between two looks
+		gone.Store(true)
+		left := time.Now()
+		if err := <-res; !errors.Is(err, ErrGone) {
+			t.Fatalf("waiter whose client left: %v, want ErrGone", err)
+		}
+		if d := time.Since(left); d != queueCheckEvery/2 {
+			t.Fatalf("left the queue %v after its client, want at the next look (%v)", d, queueCheckEvery/2)
+		}
+		if n := b.QueueLength("default"); n != 0 {
+			t.Fatalf("queue length: %d", n)
+		}
+		held.Release()
+		if f := b.Snapshot().Backends()[0].InFlight(); f != 0 {
+			t.Fatalf("in flight after release: %d (slot handed to a gone waiter?)", f)
+		}
+	})
 }
 
 func TestQueueReloadWakesWaiters(t *testing.T) {
-	cfg, ids := queueCfg(time.Minute, 10, 1)
-	b := newTestBalancer(t, cfg, nil)
-	markReady(b, ids)
-	held, _ := get(b, nil)
-	defer held.Release()
-	res := make(chan Lease, 1)
-	go func() {
-		l, err := get(b, nil)
-		if err != nil {
-			t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		b, held := heldQueue(t, time.Minute, 10)
+		defer held.Release()
+		res := make(chan Lease, 1)
+		go func() {
+			l, err := get(b, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			res <- l
+		}()
+		synctest.Wait()
+		bigger, _ := queueCfg(time.Minute, 10, 2)
+		b.Update(bigger)
+		synctest.Wait()
+		select {
+		case l := <-res:
+			if f := l.Backend.InFlight(); f != 2 {
+				t.Fatalf("in flight with the woken waiter: %d, want 2", f)
+			}
+			l.Release()
+		default:
+			t.Fatal("a reload raising the capacity did not wake the waiter")
 		}
-		res <- l
-	}()
-	testproc.WaitFor(t, 10*time.Second, "waiter queued", func() bool { return b.QueueLength("default") == 1 })
-	bigger, _ := queueCfg(time.Minute, 10, 2)
-	b.Update(bigger)
-	select {
-	case l := <-res:
-		if f := l.Backend.InFlight(); f != 2 {
-			t.Fatalf("in flight with the woken waiter: %d, want 2", f)
-		}
-		l.Release()
-	case <-time.After(5 * time.Second):
-		t.Fatal("a reload raising the capacity did not wake the waiter")
-	}
+	})
 }
 
 // TestQueueNeverOversubscribes: many workers against a full queue; no backend ever holds more

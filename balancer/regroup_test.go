@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/protocol"
 )
 
@@ -25,7 +26,7 @@ func scaleConfig(pools, perPool int) *configs.Config {
 			bs = append(bs, configs.Backend{ID: fmt.Sprintf("p%03d-b%05d", p, i), Owner: fmt.Sprintf("t%d", p)})
 		}
 	}
-	cfg := cfgOf(apps, bs)
+	cfg := configtest.New(apps, bs)
 	cfg.Services["api"] = configs.Service{WarningThreshold: 1, WarningScope: configs.ScopeVersion}
 	return cfg
 }

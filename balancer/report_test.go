@@ -5,14 +5,17 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // Exhausted is raised in one place, Report: each report counts pollbal_pool_exhausted_total and
 // tells the Observer, which deduplicates the alarm (package alarms); Acquire on an exhausted
 // pool raises nothing, whoever calls it.
 func TestExhaustedIsRaisedByReportOnly(t *testing.T) {
-	cfg := cfgOf([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "shop", Hosts: []string{"shop.test"}, Owner: "acme", AllowFallbackToDefault: boolp(false)},
 		{Name: "blog", Hosts: []string{"blog.test"}, Owner: "acme", AllowFallbackToDefault: boolp(false)},
 	}, []configs.Backend{{ID: "a1", Owner: "acme"}})
@@ -25,17 +28,17 @@ func TestExhaustedIsRaisedByReportOnly(t *testing.T) {
 			t.Fatalf("got %v, want ErrNoCandidate", err)
 		}
 	}
-	if got := testCounter(t, shop.counters.exhausted); got != 0 || len(rec.all()) != 0 {
+	if got := testutil.ToFloat64(shop.counters.exhausted); got != 0 || len(rec.all()) != 0 {
 		t.Fatalf("Acquire alone counted %v exhaustions and told %q, want nothing", got, rec.all())
 	}
 	for range 5 {
 		b.Report(Result{Outcome: Exhausted, App: shop})
 	}
 	b.Report(Result{Outcome: Exhausted, App: blog})
-	if got := testCounter(t, shop.counters.exhausted); got != 5 {
+	if got := testutil.ToFloat64(shop.counters.exhausted); got != 5 {
 		t.Errorf("pool_exhausted_total{shop} = %v, want 5 (the counter is not deduplicated)", got)
 	}
-	if got := testCounter(t, blog.counters.exhausted); got != 1 {
+	if got := testutil.ToFloat64(blog.counters.exhausted); got != 1 {
 		t.Errorf("pool_exhausted_total{blog} = %v, want 1", got)
 	}
 	want := slices.Repeat([]string{"exhausted pool-acme shop web false"}, 5)
@@ -48,7 +51,7 @@ func TestExhaustedIsRaisedByReportOnly(t *testing.T) {
 // A lease served from default is counted and told to the Observer each time; never as an
 // exhaustion.
 func TestFallbackIsCountedAndObserved(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "shop", Hosts: []string{"*"}, Owner: "acme"}}, []configs.Backend{{ID: "d1"}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}, Owner: "acme"}}, []configs.Backend{{ID: "d1"}})
 	rec := &recorder{}
 	b := recordingBalancer(t, cfg, rec, nil)
 	markReady(b, []string{"d1"})
@@ -61,7 +64,7 @@ func TestFallbackIsCountedAndObserved(t *testing.T) {
 		}
 		l.Release()
 	}
-	if got := testCounter(t, s.AppByName("shop").counters.fallback); got != 3 {
+	if got := testutil.ToFloat64(s.AppByName("shop").counters.fallback); got != 3 {
 		t.Fatalf("pool_fallback_total = %v, want 3", got)
 	}
 	if got, want := rec.all()[before:], slices.Repeat([]string{"fallback pool-acme shop web"}, 3); !slices.Equal(got, want) {
@@ -71,7 +74,7 @@ func TestFallbackIsCountedAndObserved(t *testing.T) {
 
 // The quiet read path (Members, Candidates, Pools) counts, tells and takes nothing.
 func TestQuietReadNeverAlarms(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "shop", Hosts: []string{"*"}, Pool: "pool-acme"}}, []configs.Backend{{ID: "a1", Owner: "acme"}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}, Pool: "pool-acme"}}, []configs.Backend{{ID: "a1", Owner: "acme"}})
 	rec := &recorder{}
 	b := recordingBalancer(t, cfg, rec, nil)
 	s := b.Snapshot()
@@ -83,7 +86,7 @@ func TestQuietReadNeverAlarms(t *testing.T) {
 		s.Members(b.now())
 		s.Pools()
 	}
-	if got := testCounter(t, app.counters.exhausted); got != 0 || len(rec.all()) != 0 {
+	if got := testutil.ToFloat64(app.counters.exhausted); got != 0 || len(rec.all()) != 0 {
 		t.Fatalf("reading counted %v exhaustions and told %q", got, rec.all())
 	}
 	markReady(b, []string{"a1"})

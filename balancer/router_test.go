@@ -4,10 +4,11 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 func TestRoute(t *testing.T) {
-	cfg := cfgOf([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "exact", Hosts: []string{"shop.example.com"}},
 		{Name: "wild", Hosts: []string{"*.shop.example.com"}},
 		{Name: "deep", Hosts: []string{"*.eu.shop.example.com"}},
@@ -40,7 +41,7 @@ func TestRoute(t *testing.T) {
 }
 
 func TestRouteNoMatch(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "exact", Hosts: []string{"shop.example.com"}}}, []configs.Backend{{ID: "b1"}})
+	cfg := configtest.New([]configs.App{{Name: "exact", Hosts: []string{"shop.example.com"}}}, []configs.Backend{{ID: "b1"}})
 	s := newTestBalancer(t, cfg, nil).Snapshot()
 	if a := s.Route([]byte("example.com")); a != nil {
 		t.Fatalf("Route matched %s, want no app", a.Name)

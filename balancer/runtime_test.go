@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/protocol"
 )
 
@@ -54,7 +55,7 @@ func TestRestoredHealth(t *testing.T) {
 // and leaves the backends it has no state for as a fresh start does.
 func TestRuntimeRestore(t *testing.T) {
 	apps := []configs.App{{Name: "shop", Hosts: []string{"*"}}}
-	first := newTestBalancer(t, cfgOf(apps, []configs.Backend{
+	first := newTestBalancer(t, configtest.New(apps, []configs.Backend{
 		{ID: "web-1", Address: "127.0.0.1:9001"}, {ID: "web-2", Address: "127.0.0.1:9002"}, {ID: "web-3", Address: "127.0.0.1:9003"},
 	}), nil)
 	markReady(first, []string{"web-1", "web-2"})
@@ -68,7 +69,7 @@ func TestRuntimeRestore(t *testing.T) {
 
 	// The next process's configuration renamed web-1 (same socket, spelt differently),
 	// dropped web-3 and added web-4.
-	second := newTestBalancer(t, cfgOf(apps, []configs.Backend{
+	second := newTestBalancer(t, configtest.New(apps, []configs.Backend{
 		{ID: "renamed", Address: "localhost:9001"}, {ID: "web-2", Address: "127.0.0.1:9002"}, {ID: "web-4", Address: "127.0.0.1:9004"},
 	}), nil)
 	if second.Ready() {
@@ -116,7 +117,7 @@ func TestRuntimeRestore(t *testing.T) {
 }
 
 func TestRestoreOfNoConfiguredBackendIsNotReady(t *testing.T) {
-	bal := newTestBalancer(t, cfgOf(nil, []configs.Backend{{ID: "web-1", Address: "127.0.0.1:9001"}}), nil)
+	bal := newTestBalancer(t, configtest.New(nil, []configs.Backend{{ID: "web-1", Address: "127.0.0.1:9001"}}), nil)
 	if n := bal.Restore([]Runtime{{ID: "web-1", Address: "127.0.0.1:9999", Health: Health{Ready: true}}}); n != 0 || bal.Ready() {
 		t.Errorf("Restore = %d, Ready = %v; want nothing restored and not ready", n, bal.Ready())
 	}

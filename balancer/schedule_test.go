@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/protocol"
 )
 
@@ -111,7 +113,7 @@ func TestAcquireResolution(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newTestBalancer(t, cfgOf([]configs.App{tc.app}, tc.backends), tc.overrides)
+			b := newTestBalancer(t, configtest.New([]configs.App{tc.app}, tc.backends), tc.overrides)
 			markReady(b, tc.ready)
 			s := b.Snapshot()
 			app := s.AppByName(tc.app.Name)
@@ -120,7 +122,7 @@ func TestAcquireResolution(t *testing.T) {
 				if !errors.Is(err, ErrNoCandidate) {
 					t.Fatalf("got lease on %v (pool %s), want ErrNoCandidate", lease.Backend, lease.Pool)
 				}
-				if got := testCounter(t, app.counters.exhausted); got != 0 {
+				if got := testutil.ToFloat64(app.counters.exhausted); got != 0 {
 					t.Fatalf("pool_exhausted_total = %v after Acquire, want 0 (the proxy reports it)", got)
 				}
 				return
@@ -135,7 +137,7 @@ func TestAcquireResolution(t *testing.T) {
 			if !contains(tc.wantIn, lease.Backend.ID) {
 				t.Fatalf("backend %s, want one of %v", lease.Backend.ID, tc.wantIn)
 			}
-			if tc.fallback && testCounter(t, app.counters.fallback) != 1 {
+			if tc.fallback && testutil.ToFloat64(app.counters.fallback) != 1 {
 				t.Fatal("pool_fallback_total not counted")
 			}
 		})
@@ -145,7 +147,7 @@ func TestAcquireResolution(t *testing.T) {
 func TestBackendCannotMoveItself(t *testing.T) {
 	// A backend's answer names services, never pools: reporting a service called like another
 	// pool, or "default", changes nothing about where it is scheduled.
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}},
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}},
 		[]configs.Backend{{ID: "x", Pool: "unassigned"}})
 	cfg.Services["default"] = configs.Service{WarningScope: configs.ScopeVersion}
 	cfg.Services["pool-acme"] = configs.Service{WarningScope: configs.ScopeVersion}
@@ -200,7 +202,7 @@ func TestRanking(t *testing.T) {
 					}
 				}
 			}
-			cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs)
+			cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, bs)
 			cfg.Proxy.TieBreak = tc.tie
 			b := newTestBalancer(t, cfg, nil)
 			markReady(b, ids, tc.leaving...)
@@ -226,7 +228,7 @@ func TestRanking(t *testing.T) {
 }
 
 func TestRotateSharesEqualSpare(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}},
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}},
 		[]configs.Backend{{ID: "b1"}, {ID: "b2"}, {ID: "b3"}, {ID: "b4"}})
 	b := newTestBalancer(t, cfg, nil)
 	markReady(b, []string{"b1", "b2", "b3", "b4"})
@@ -251,7 +253,7 @@ func TestRotateSharesEqualSpare(t *testing.T) {
 }
 
 func TestTriedIsSkipped(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}, {ID: "b2"}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}, {ID: "b2"}})
 	cfg.Proxy.TieBreak = configs.TieBreakID
 	b := newTestBalancer(t, cfg, nil)
 	markReady(b, []string{"b1", "b2"})
@@ -272,13 +274,13 @@ func TestTriedIsSkipped(t *testing.T) {
 	// Regression: a retry that finds no other candidate is a failed forward (502), not an
 	// exhausted pool: it must not count or alarm. Acquire counts no exhaustion at all; the proxy
 	// reports one only for a first try or after refusals as full.
-	if got := testCounter(t, s.AppByName("www").counters.exhausted); got != 0 {
+	if got := testutil.ToFloat64(s.AppByName("www").counters.exhausted); got != 0 {
 		t.Fatalf("a retry without candidates counted %v pool exhaustions, want 0", got)
 	}
 }
 
 func TestEjectAfterFailedForwards(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}})
 	cfg.Proxy.EjectAfter = 2
 	b := newTestBalancer(t, cfg, nil)
 	markReady(b, []string{"b1"})
@@ -304,7 +306,7 @@ func TestEjectAfterFailedForwards(t *testing.T) {
 }
 
 func TestSlowStartRamps(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Capacity: 100}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Capacity: 100}})
 	cfg.Proxy.SlowStart = 10 * time.Second
 	now := time.Unix(1000, 0)
 	b, err := New(Options{Config: cfg, Registerer: prometheus.NewRegistry(), Now: func() time.Time { return now }})
@@ -322,7 +324,7 @@ func TestSlowStartRamps(t *testing.T) {
 	obs(false)
 	obs(true) // back after being down: ramps
 	// Regression: a backend whose first check failed got full capacity when it became ready.
-	b2 := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Capacity: 100}})
+	b2 := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Capacity: 100}})
 	b2.Proxy.SlowStart = 10 * time.Second
 	late, err := New(Options{Config: b2, Registerer: prometheus.NewRegistry(), Now: func() time.Time { return now }})
 	if err != nil {
@@ -363,7 +365,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1"}})
 	b := newTestBalancer(t, cfg, nil)
 	for i := 0; i < 2; i++ {
 		b.Observe(Observation{ID: "b1", Ready: true, Reports: []protocol.Report{
@@ -374,7 +376,7 @@ func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
 	if !h.Ready || len(h.Reports) != 1 || h.Reports[0].Service != "web" || len(h.Ignored) != 1 || h.Ignored[0] != "mystery" {
 		t.Fatalf("health %+v: want ready for web with mystery ignored", h)
 	}
-	if got := testCounter(t, b.metrics.ignored.WithLabelValues("b1")); got != 2 {
+	if got := testutil.ToFloat64(b.metrics.ignored.WithLabelValues("b1")); got != 2 {
 		t.Fatalf("pollbal_reports_ignored_total = %v, want 2 (one line per check)", got)
 	}
 	if l, err := b.Acquire(b.Snapshot(), b.Snapshot().AppByName("www"), nil); err != nil {
@@ -387,7 +389,7 @@ func TestUndeclaredServicesAreDroppedAndCounted(t *testing.T) {
 // Regression: during a reload that changed a backend's address, a check of the old address
 // that finished late was applied to the backend at its new address.
 func TestObservationForAReplacedAddressIsDropped(t *testing.T) {
-	cfg := cfgOf([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:10001"}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:10001"}})
 	b := newTestBalancer(t, cfg, nil)
 	b.Observe(Observation{ID: "b1", Address: "127.0.0.1:19999", Ready: true, Reports: []protocol.Report{{Service: "web", Status: protocol.Serving}}})
 	if b.Snapshot().byID["b1"].b.Health().Ready {

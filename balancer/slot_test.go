@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // Regression: 250 requests in flight on a backend of capacity 300, removed by a reload and added
@@ -43,7 +44,7 @@ func TestLeasesCountedPerAddressAcrossReloads(t *testing.T) {
 	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			bal := newTestBalancer(t, cfgOf(apps, be("a", tc.capacity)), nil)
+			bal := newTestBalancer(t, configtest.New(apps, be("a", tc.capacity)), nil)
 			markReady(bal, []string{"a", "other"})
 			held := make([]Lease, 0, tc.held)
 			for range tc.held {
@@ -120,7 +121,7 @@ func TestSlotsOfRemovedAddressesAreForgotten(t *testing.T) {
 	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
 	both := []configs.Backend{{ID: "a", Address: "127.0.0.1:20001", Capacity: 2}, {ID: "b", Address: "127.0.0.1:20002", Capacity: 2}}
 	onlyB := both[1:]
-	bal := newTestBalancer(t, cfgOf(apps, both), nil)
+	bal := newTestBalancer(t, configtest.New(apps, both), nil)
 	markReady(bal, []string{"a", "b"})
 	s := bal.Snapshot()
 	var tried Tried
@@ -129,13 +130,13 @@ func TestSlotsOfRemovedAddressesAreForgotten(t *testing.T) {
 	if err != nil || l.Backend.ID != "a" {
 		t.Fatalf("lease on a: %v %v", l.Backend, err)
 	}
-	bal.Update(cfgOf(apps, onlyB))
-	bal.Update(cfgOf(apps, onlyB))
+	bal.Update(configtest.New(apps, onlyB))
+	bal.Update(configtest.New(apps, onlyB))
 	if len(bal.slots) != 2 {
 		t.Fatalf("%d counts kept, want 2 (a still holds a lease)", len(bal.slots))
 	}
 	l.Release()
-	bal.Update(cfgOf(apps, onlyB))
+	bal.Update(configtest.New(apps, onlyB))
 	if len(bal.slots) != 1 {
 		t.Fatalf("%d counts kept after a's last release and a reload, want 1", len(bal.slots))
 	}
@@ -143,7 +144,7 @@ func TestSlotsOfRemovedAddressesAreForgotten(t *testing.T) {
 	if l, err := bal.Acquire(s, s.AppByName("www"), &tried); err == nil {
 		t.Fatalf("leased %s through a snapshot from before its address was forgotten", l.Backend.ID)
 	}
-	bal.Update(cfgOf(apps, both))
+	bal.Update(configtest.New(apps, both))
 	markReady(bal, []string{"a"})
 	if got := bal.Snapshot().byID["a"].b.InFlight(); got != 0 {
 		t.Fatalf("a added back with %d in flight, want 0", got)
@@ -176,7 +177,7 @@ func TestLeasesBoundedPerAddressUnderRandomReloads(t *testing.T) {
 			bs = append(bs, configs.Backend{ID: id, Address: fmt.Sprintf("127.0.0.1:%d", 21000+i), Capacity: c})
 			ids = append(ids, id)
 		}
-		return cfgOf(apps, bs), ids
+		return configtest.New(apps, bs), ids
 	}
 	cfg, ids := mkCfg()
 	bal := newTestBalancer(t, cfg, nil)
@@ -263,7 +264,7 @@ func TestHintsHoldAcrossRenamesAndReadding(t *testing.T) {
 			ids = append(ids, id)
 			total += c
 		}
-		return cfgOf(apps, bs), ids, total
+		return configtest.New(apps, bs), ids, total
 	}
 	cfg, ids, total := mkCfg()
 	bal := newTestBalancer(t, cfg, nil)
@@ -328,7 +329,7 @@ func TestLeaseReleaseIsIdempotent(t *testing.T) {
 	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Capacity: 3}}), nil)
+			bal := newTestBalancer(t, configtest.New(apps, []configs.Backend{{ID: "a", Capacity: 3}}), nil)
 			markReady(bal, []string{"a"})
 			s := bal.Snapshot()
 			b := s.byID["a"].b
@@ -374,7 +375,7 @@ func TestSlotFillsACacheLine(t *testing.T) {
 		t.Fatalf("rotation is %d bytes, want %d", got, cacheLine)
 	}
 	// Slots are allocated one by one as addresses appear; with the padding no two share a line.
-	cfg := cfgOf(nil, []configs.Backend{{ID: "a", Address: "127.0.0.1:20001"}, {ID: "b", Address: "127.0.0.1:20002"}, {ID: "c", Address: "127.0.0.1:20003"}})
+	cfg := configtest.New(nil, []configs.Backend{{ID: "a", Address: "127.0.0.1:20001"}, {ID: "b", Address: "127.0.0.1:20002"}, {ID: "c", Address: "127.0.0.1:20003"}})
 	reg := map[string]*slot{}
 	syncSlots(reg, cfg, nil)
 	lines := map[uintptr]bool{}

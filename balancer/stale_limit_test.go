@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // Regression: a request keeps its snapshot for its retries, so a take can run on a snapshot that
@@ -27,7 +28,7 @@ func TestOldSnapshotCannotOversubscribeAfterReload(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: addr, Capacity: 10}, other}), nil)
+			bal := newTestBalancer(t, configtest.New(apps, []configs.Backend{{ID: "a", Address: addr, Capacity: 10}, other}), nil)
 			markReady(bal, []string{"a", "other"})
 			old := bal.Snapshot()
 			// One lease held on the address, so a removal keeps its slot.
@@ -70,13 +71,13 @@ func TestLeasesCountedAcrossAddressRespelling(t *testing.T) {
 	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
 	for _, respelled := range []string{"localhost:20021", "127.0.0.1:020021", "LOCALHOST:20021"} {
 		t.Run(respelled, func(t *testing.T) {
-			bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20021", Capacity: 3}}), nil)
+			bal := newTestBalancer(t, configtest.New(apps, []configs.Backend{{ID: "a", Address: "127.0.0.1:20021", Capacity: 3}}), nil)
 			markReady(bal, []string{"a"})
 			held := acquireAll(t, bal)
 			if len(held) != 3 {
 				t.Fatalf("took %d leases on capacity 3", len(held))
 			}
-			bal.Update(cfgOf(apps, []configs.Backend{{ID: "a", Address: respelled, Capacity: 3}}))
+			bal.Update(configtest.New(apps, []configs.Backend{{ID: "a", Address: respelled, Capacity: 3}}))
 			markReady(bal, []string{"a"})
 			more := acquireAll(t, bal)
 			if len(more) != 0 {
@@ -98,10 +99,10 @@ func TestLeasesCountedAcrossAddressRespelling(t *testing.T) {
 func TestOldSnapshotUsesTheReplacingLimit(t *testing.T) {
 	const addr = "127.0.0.1:20031"
 	apps := []configs.App{{Name: "www", Hosts: []string{"*"}}}
-	bal := newTestBalancer(t, cfgOf(apps, []configs.Backend{{ID: "a", Address: addr, Capacity: 10}}), nil)
+	bal := newTestBalancer(t, configtest.New(apps, []configs.Backend{{ID: "a", Address: addr, Capacity: 10}}), nil)
 	markReady(bal, []string{"a"})
 	old := bal.Snapshot()
-	bal.Update(cfgOf(apps, []configs.Backend{{ID: "b", Address: addr, Capacity: 3}}))
+	bal.Update(configtest.New(apps, []configs.Backend{{ID: "b", Address: addr, Capacity: 3}}))
 	markReady(bal, []string{"b"})
 	var held []Lease
 	for i := range 3 {

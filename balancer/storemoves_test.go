@@ -5,10 +5,11 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 func TestReplaceOverrides(t *testing.T) {
-	cfg := cfgOf(nil, []configs.Backend{{ID: "a1"}, {ID: "a2", Pool: "pool-x"}})
+	cfg := configtest.New(nil, []configs.Backend{{ID: "a1"}, {ID: "a2", Pool: "pool-x"}})
 	b := newTestBalancer(t, cfg, map[string]string{"a1": "pool-old"})
 	if !b.ReplaceOverrides(map[string]string{"a2": "unassigned", "later": "pool-y"}) {
 		t.Fatal("a new set reported as unchanged")
@@ -25,7 +26,7 @@ func TestReplaceOverrides(t *testing.T) {
 		}
 	}
 	// The move for a backend this instance does not have applies when a reload adds it.
-	cfg2 := cfgOf(nil, []configs.Backend{{ID: "a1"}, {ID: "a2", Pool: "pool-x"}, {ID: "later"}})
+	cfg2 := configtest.New(nil, []configs.Backend{{ID: "a1"}, {ID: "a2", Pool: "pool-x"}, {ID: "later"}})
 	b.Update(cfg2)
 	if pool, source, _ := b.Snapshot().PoolOf("later"); pool != "pool-y" || source != "admin" {
 		t.Errorf("later in %s (%s) after it appeared, want pool-y (admin)", pool, source)

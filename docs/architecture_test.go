@@ -83,3 +83,46 @@ func TestArchitectureImports(t *testing.T) {
 		}
 	}
 }
+
+// TestBalancerStaysDownstream walks the pollbal packages the balancer's non-test files depend
+// on, directly or through each other (what `go list -deps ./balancer` lists), and fails on any
+// that data flows into the balancer from or out of it to: the warning round reads the balancer
+// through warning.Members, the poller publishes through its Sink, the alarms hear it through
+// its Observer port, proxy and admin read it and report to it. The table above holds direct
+// imports; this holds the whole chain.
+func TestBalancerStaysDownstream(t *testing.T) {
+	forbidden := []string{"pollbal/warning", "pollbal/poller", "pollbal/alarms", "pollbal/proxy", "pollbal/admin", "pollbal/cmd/pollbal"}
+	via := dependencies(t, "pollbal/balancer")
+	if len(via) < 3 {
+		t.Fatalf("walked only %v: the walk is broken (the balancer imports configs and protocol)", via)
+	}
+	for imp, from := range via {
+		if slices.Contains(forbidden, imp) {
+			t.Errorf("the balancer depends on %s (imported by %s)", imp, from)
+		}
+	}
+}
+
+// dependencies walks the pollbal packages that pkg's non-test files import, directly or
+// through each other, and returns each with the package that imports it (pkg itself: "").
+func dependencies(t *testing.T, pkg string) map[string]string {
+	t.Helper()
+	via := map[string]string{pkg: ""}
+	queue := []string{pkg}
+	for len(queue) > 0 {
+		path := queue[0]
+		queue = queue[1:]
+		p, err := build.Default.ImportDir(filepath.Join("..", strings.TrimPrefix(path, "pollbal/")), 0)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, imp := range p.Imports {
+			if _, seen := via[imp]; seen || !strings.HasPrefix(imp, "pollbal/") {
+				continue
+			}
+			via[imp] = path
+			queue = append(queue, imp)
+		}
+	}
+	return via
+}

@@ -24,14 +24,18 @@ type client struct {
 }
 
 // newClient builds the HostClient of one target. Checks of a target never overlap, so one
-// connection is enough; the second covers a connection that is still being torn down.
-func newClient(address string, maxBody int, bufs *buffers) *client {
+// connection is enough; the second covers a connection that is still being torn down. rt nil
+// is the real transport; tests pass one that answers without sockets.
+func newClient(address string, maxBody int, bufs *buffers, rt fasthttp.RoundTripper) *client {
 	tr := &transport{buffers: bufs}
+	if rt == nil {
+		rt = tr
+	}
 	return &client{
 		maxBody:   maxBody,
 		transport: tr,
 		hc: &fasthttp.HostClient{
-			Transport:                tr,
+			Transport:                rt,
 			Addr:                     address,
 			MaxConns:                 2,
 			MaxResponseBodySize:      maxBody,

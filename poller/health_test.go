@@ -147,7 +147,7 @@ func TestRecordDelays(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPoller(t, Options{Settings: s, Sink: newFakeSink()})
-			tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers)
+			tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers, nil)
 			for i, good := range tc.checks {
 				o := outcome{reports: []protocol.Report{}, result: resultOK}
 				if !good {

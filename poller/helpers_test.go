@@ -207,10 +207,9 @@ func fastSettings() configs.Poll {
 }
 
 // scriptedSettings are fastSettings for tests that compare checks' outcomes with the backend's
-// scripted answers: a timeout that a late read on a loaded 2-core machine does not reach
-// (fastSettings' 95 ms was reached, which turned a scripted answer into "timeout after 95ms":
-// once in TestCheckFailures, once in TestUpdateSettings at load 9.5), and a backoff equal to the
-// interval so that failures do not stretch the script.
+// scripted answers: a timeout that a late read on a loaded 2-core machine does not reach (a
+// timed-out check would replace the scripted answer), and a backoff equal to the interval so
+// that failures do not stretch the script.
 func scriptedSettings() configs.Poll {
 	s := fastSettings()
 	s.Interval, s.Timeout, s.MaxBackoff = 300*time.Millisecond, 290*time.Millisecond, 300*time.Millisecond

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
 	"pollbal/internal/defaults"
@@ -55,6 +56,10 @@ type Options struct {
 	Logger        *slog.Logger
 	Registerer    prometheus.Registerer
 	Now           func() time.Time // optional; default time.Now
+
+	// transport answers every check in place of the network; nil is the real one. Tests set it
+	// to run the poller's schedule on testing/synctest's fake clock, which sockets would stall.
+	transport fasthttp.RoundTripper
 }
 
 // Poller checks every target once per interval. It is safe for concurrent use: Update
@@ -66,6 +71,7 @@ type Poller struct {
 	now             func() time.Time
 	metrics         *metrics
 	buffers         *buffers
+	transport       fasthttp.RoundTripper // nil: the real one
 
 	mu       sync.Mutex
 	settings configs.Poll
@@ -110,6 +116,7 @@ func New(o Options) (*Poller, error) {
 		now:        o.Now,
 		metrics:    m,
 		buffers:    &buffers{},
+		transport:  o.transport,
 		targets:    map[string]*target{},
 		reload:     make(chan struct{}),
 		firstRound: latch.New(),
@@ -256,14 +263,14 @@ func (p *Poller) apply(settings configs.Poll, targets []Target) {
 		t, ok := old[tg.ID]
 		if ok && t.Address == tg.Address {
 			delete(old, tg.ID)
-			t.setMaxBody(settings.MaxBody, p.buffers)
+			t.setMaxBody(settings.MaxBody, p.buffers, p.transport)
 			if changed && p.running && !t.inFlight && !t.started.IsZero() {
 				t.resettle(settings)
 				t.confirms = 0 // the next check is a regular one, from the last one's start
 				p.schedule(t, time.Until(t.started.Add(t.delay)))
 			}
 		} else {
-			t = newTarget(tg, settings, p.metrics.forTarget(tg.ID), p.buffers)
+			t = newTarget(tg, settings, p.metrics.forTarget(tg.ID), p.buffers, p.transport)
 			if !p.firstRound.IsSet() {
 				p.pending++
 				t.pending = true

@@ -16,7 +16,7 @@ func TestFallNotDelayedByBackoff(t *testing.T) {
 	s := configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Rise: 1, Fall: 5,
 		MaxBackoff: 5 * time.Second, MaxBody: 4096}
 	p := newPoller(t, Options{Settings: s, Sink: newFakeSink()})
-	tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers)
+	tg := newTarget(Target{ID: "a", Address: "127.0.0.1:1"}, s, p.metrics.forTarget("a"), p.buffers, nil)
 	p.record(tg, s, outcome{reports: []protocol.Report{}, result: resultOK})
 	var elapsed time.Duration
 	for !func() bool {

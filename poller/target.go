@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
 	"pollbal/protocol"
@@ -49,22 +50,22 @@ type target struct {
 	delay    time.Duration // from the start of the last check to the start of the next
 }
 
-func newTarget(tg Target, s configs.Poll, m targetMetrics, bufs *buffers) *target {
+func newTarget(tg Target, s configs.Poll, m targetMetrics, bufs *buffers, rt fasthttp.RoundTripper) *target {
 	t := &target{
 		Target:  tg,
 		metrics: m,
 		last:    Result{ID: tg.ID, Address: tg.Address, Reason: reasonNotChecked},
 		delay:   s.Interval,
 	}
-	t.client.Store(newClient(tg.Address, s.MaxBody, bufs))
+	t.client.Store(newClient(tg.Address, s.MaxBody, bufs, rt))
 	return t
 }
 
 // setMaxBody replaces the client when the body limit changed; a check in flight closes the old
 // one's idle connections when it is done with it.
-func (t *target) setMaxBody(maxBody int, bufs *buffers) {
+func (t *target) setMaxBody(maxBody int, bufs *buffers, rt fasthttp.RoundTripper) {
 	if old := t.client.Load(); old.maxBody != maxBody {
-		t.client.Store(newClient(t.Address, maxBody, bufs))
+		t.client.Store(newClient(t.Address, maxBody, bufs, rt))
 		old.hc.CloseIdleConnections()
 	}
 }

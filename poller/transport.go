@@ -10,10 +10,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// buffers pools the bufio readers and writers of all targets. fasthttp's default transport pools
-// them per HostClient, and with one HostClient per target that keeps one or two 4 KiB buffers
-// alive per target between checks (about 10 KiB per backend measured at 2,000 backends), while
-// only the checks in flight need one. Safe for concurrent use; owned by one Poller.
+// buffers pools the bufio readers and writers of all targets. Safe for concurrent use; owned by
+// one Poller. fasthttp's default transport pools them per HostClient, and with one HostClient
+// per target that keeps one or two 4 KiB buffers alive per target between checks, while only
+// the checks in flight need one (bench/TUNING.md, "Poller memory").
 type buffers struct {
 	readers sync.Pool
 	writers sync.Pool

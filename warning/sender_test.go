@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 	"pollbal/secretfile"
 )
@@ -75,44 +75,6 @@ func newTestSender(t *testing.T, o SenderOptions) (*Sender, *prometheus.Registry
 	}
 	t.Cleanup(s.Close)
 	return s, reg
-}
-
-// series returns the series name with exactly labels, or nil when the registry has none.
-func series(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelsEqual(m.GetLabel(), labels) {
-				return m
-			}
-		}
-	}
-	return nil
-}
-
-// counter returns the value of the counter name with exactly labels, or 0 when absent.
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	return series(t, reg, name, labels).GetCounter().GetValue() // nil-safe getters: 0 when absent
-}
-
-func labelsEqual(got []*dto.LabelPair, want map[string]string) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for _, lp := range got {
-		if v, ok := want[lp.GetName()]; !ok || v != lp.GetValue() {
-			return false
-		}
-	}
-	return true
 }
 
 var testGroup = Group{Pool: "pool-a", Service: "web", Version: "v3", Threshold: 2,
@@ -179,8 +141,8 @@ func TestSenderRequest(t *testing.T) {
 				}
 			}
 			s.wait()
-			labels := map[string]string{"pool": "pool-a", "service": "web", "version": "v3"}
-			if got := counter(t, reg, "pollbal_warnings_sent_total", labels); got != 1 {
+			labels := `{pool="pool-a",service="web",version="v3"}`
+			if got, _ := metrictest.Value(t, reg, "pollbal_warnings_sent_total"+labels); got != 1 {
 				t.Errorf("warnings_sent_total = %v, want 1", got)
 			}
 		})
@@ -210,8 +172,8 @@ func TestSenderStatusCodes(t *testing.T) {
 			if len(ch) != 1 {
 				t.Fatalf("server saw %d requests, want 1", len(ch))
 			}
-			sent := counter(t, reg, "pollbal_warnings_sent_total", map[string]string{"pool": "pool-a", "service": "web", "version": "v3"})
-			errs := counter(t, reg, "pollbal_warning_errors_total", map[string]string{"backend": "b1"})
+			sent, _ := metrictest.Value(t, reg, `pollbal_warnings_sent_total{pool="pool-a",service="web",version="v3"}`)
+			errs, _ := metrictest.Value(t, reg, `pollbal_warning_errors_total{backend="b1"}`)
 			if sent != tc.wantSent || errs != tc.wantErrs {
 				t.Fatalf("sent=%v errors=%v, want sent=%v errors=%v", sent, errs, tc.wantSent, tc.wantErrs)
 			}
@@ -223,7 +185,7 @@ func TestSenderUnreachableCounted(t *testing.T) {
 	s, reg := newTestSender(t, SenderOptions{})
 	s.Send([]Target{{Backend: "gone", Address: closedAddr(t), Group: testGroup}})
 	s.wait()
-	if got := counter(t, reg, "pollbal_warning_errors_total", map[string]string{"backend": "gone"}); got != 1 {
+	if got, _ := metrictest.Value(t, reg, `pollbal_warning_errors_total{backend="gone"}`); got != 1 {
 		t.Fatalf("warning_errors_total{backend=gone} = %v, want 1", got)
 	}
 }
@@ -269,7 +231,7 @@ func TestSenderTimeoutBoundsPostAndNeverBlocksCaller(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Close waited %v for a POST bounded by %v", d, timeout)
 	}
-	if got := counter(t, reg, "pollbal_warning_errors_total", map[string]string{"backend": "slow"}); got != 1 {
+	if got, _ := metrictest.Value(t, reg, `pollbal_warning_errors_total{backend="slow"}`); got != 1 {
 		t.Fatalf("timed-out POST not counted as error: %v", got)
 	}
 }
@@ -306,7 +268,7 @@ func TestSenderOneInFlightPerBackend(t *testing.T) {
 	if n := len(arrived); n != 1 {
 		t.Fatalf("b1 got %d requests after the first finished, want 1", n)
 	}
-	if got := counter(t, reg, "pollbal_warnings_sent_total", map[string]string{"pool": "pool-a", "service": "web", "version": "v3"}); got != 3 {
+	if got, _ := metrictest.Value(t, reg, `pollbal_warnings_sent_total{pool="pool-a",service="web",version="v3"}`); got != 3 {
 		t.Fatalf("warnings_sent_total = %v, want 3", got)
 	}
 }
@@ -475,7 +437,7 @@ func TestSenderAgainstExampleBackend(t *testing.T) {
 			if gotLock := statErr == nil; gotLock != tc.wantLock {
 				t.Fatalf("lock exists = %v, want %v", gotLock, tc.wantLock)
 			}
-			errs := counter(t, reg, "pollbal_warning_errors_total", map[string]string{"backend": "ex"})
+			errs, _ := metrictest.Value(t, reg, `pollbal_warning_errors_total{backend="ex"}`)
 			if wantErrs := map[bool]float64{true: 0, false: 1}[tc.wantLock]; errs != wantErrs {
 				t.Fatalf("errors = %v, want %v", errs, wantErrs)
 			}
@@ -500,8 +462,8 @@ func TestSenderAgainstExampleBackend(t *testing.T) {
 
 func startExampleBackend(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	p := testproc.Start(t, "example backend", testproc.Options{Stop: os.Interrupt}, bin, args...)
-	return p.WaitLine(t, 30*time.Second, "listening ")
+	_, addr := testproc.StartServer(t, "example backend", testproc.Options{Stop: os.Interrupt}, bin, args...)
+	return addr
 }
 
 // Regression: a backend warned for two services in one round got only the first group's POST,
@@ -522,7 +484,7 @@ func TestSenderOnePostPerGroup(t *testing.T) {
 		t.Fatalf("bodies for services %v, want one POST for api and one for web", bodies)
 	}
 	for _, svc := range []string{"api", "web"} {
-		if got := counter(t, reg, "pollbal_warnings_sent_total", map[string]string{"pool": "pool-a", "service": svc, "version": "v1"}); got != 1 {
+		if got, _ := metrictest.Value(t, reg, `pollbal_warnings_sent_total{pool="pool-a",service="`+svc+`",version="v1"}`); got != 1 {
 			t.Fatalf("warnings_sent_total{service=%s} = %v, want 1", svc, got)
 		}
 	}

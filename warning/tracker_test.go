@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 	"pollbal/protocol"
 )
 
@@ -67,14 +69,12 @@ func web(id, address string, status protocol.Status) fakeBackend {
 
 // trackerConfig is a site whose service web has threshold 2, with the given backend ids.
 func trackerConfig(ids ...string) *configs.Config {
-	cfg := &configs.Config{
-		Warning:  configs.Warning{Timeout: 2 * time.Second},
-		Services: map[string]configs.Service{"web": {WarningThreshold: 2, WarningScope: configs.ScopeVersion}},
-	}
+	var backends []configs.Backend
 	for _, id := range ids {
-		cfg.Backends = append(cfg.Backends, configs.Backend{ID: id, Address: "127.0.0.1:1", Capacity: 1})
+		backends = append(backends, configs.Backend{ID: id, Address: "127.0.0.1:1", Capacity: 1})
 	}
-	return cfg
+	return configtest.New(nil, backends, configtest.WarningThreshold(2),
+		func(c *configs.Config) { c.Warning.Timeout = 2 * time.Second })
 }
 
 type trackerFixture struct {
@@ -107,7 +107,7 @@ func (f *trackerFixture) round() {
 // state, or "" for nothing.
 func (f *trackerFixture) remembers(t *testing.T, id string) string {
 	t.Helper()
-	if hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": id}) {
+	if _, ok := metrictest.Value(t, f.reg, `pollbal_warning_errors_total{backend="`+id+`"}`); ok {
 		return "pollbal_warning_errors_total series"
 	}
 	f.tr.sender.mu.Lock()
@@ -118,25 +118,12 @@ func (f *trackerFixture) remembers(t *testing.T, id string) string {
 	return ""
 }
 
-// gauge returns the value of the gauge name with exactly labels, and whether it exists.
-func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	m := series(t, reg, name, labels)
-	return m.GetGauge().GetValue(), m != nil
-}
-
-// hasSeries reports whether the registry has a series name with exactly labels.
-func hasSeries(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) bool {
-	t.Helper()
-	return series(t, reg, name, labels) != nil
-}
-
 func TestTrackerRound(t *testing.T) {
 	srvA, gotA := recordingServer(t, http.StatusNoContent)
 	srvB, gotB := recordingServer(t, http.StatusNoContent)
 	srvC, gotC := recordingServer(t, http.StatusNoContent)
 	f := newTrackerFixture(t, trackerConfig("a", "b", "c", "d"))
-	group := map[string]string{"pool": "p", "service": "web", "version": "v1"}
+	group := `{pool="p",service="web",version="v1"}`
 
 	// Two serving at threshold 2 and one leaving: both serving are warned, the leaving one not.
 	f.members.set(web("a", addr(srvA), protocol.Serving), web("b", addr(srvB), protocol.Serving), web("c", addr(srvC), protocol.Leaving))
@@ -168,13 +155,13 @@ func TestTrackerRound(t *testing.T) {
 	if got, want := f.events.take(), []string{"warning_started: warning a, b: needed to keep the threshold"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("events %q, want %q", got, want)
 	}
-	if v, ok := gauge(t, f.reg, "pollbal_group_serving", group); !ok || v != 2 {
+	if v, ok := metrictest.Value(t, f.reg, "pollbal_group_serving"+group); !ok || v != 2 {
 		t.Errorf("pollbal_group_serving = %v (present %t), want 2", v, ok)
 	}
-	if v, ok := gauge(t, f.reg, "pollbal_group_leaving", group); !ok || v != 1 {
+	if v, ok := metrictest.Value(t, f.reg, "pollbal_group_leaving"+group); !ok || v != 1 {
 		t.Errorf("pollbal_group_leaving = %v (present %t), want 1", v, ok)
 	}
-	if got := counter(t, f.reg, "pollbal_warnings_sent_total", group); got != 2 {
+	if got, _ := metrictest.Value(t, f.reg, "pollbal_warnings_sent_total"+group); got != 2 {
 		t.Errorf("pollbal_warnings_sent_total = %v, want 2", got)
 	}
 
@@ -192,7 +179,7 @@ func TestTrackerRound(t *testing.T) {
 	if got, want := f.events.take(), []string{"warning_stopped: no longer warning a, b"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("events %q, want %q", got, want)
 	}
-	if v, _ := gauge(t, f.reg, "pollbal_group_serving", group); v != 3 {
+	if v, _ := metrictest.Value(t, f.reg, "pollbal_group_serving"+group); v != 3 {
 		t.Errorf("pollbal_group_serving = %v, want 3", v)
 	}
 
@@ -264,7 +251,7 @@ func TestTrackerForgetsRemovedBackends(t *testing.T) {
 		if !f.tr.Warned(id) {
 			t.Fatalf("%s not warned: the scene is wrong", id)
 		}
-		if !hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": id}) {
+		if _, ok := metrictest.Value(t, f.reg, `pollbal_warning_errors_total{backend="`+id+`"}`); !ok {
 			t.Fatalf("no pollbal_warning_errors_total{backend=%s} after a failed POST", id)
 		}
 	}
@@ -274,7 +261,7 @@ func TestTrackerForgetsRemovedBackends(t *testing.T) {
 	if f.tr.Warned("gone") {
 		t.Error("the removed backend is still warned")
 	}
-	if !hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "kept"}) {
+	if _, ok := metrictest.Value(t, f.reg, `pollbal_warning_errors_total{backend="kept"}`); !ok {
 		t.Error("the kept backend's error series was dropped too")
 	}
 	if what := f.remembers(t, "gone"); what != "" {
@@ -286,7 +273,7 @@ func TestTrackerForgetsRemovedBackends(t *testing.T) {
 	if f.tr.Warned("gone") {
 		t.Error("a round before the balancer's update warned the removed backend again")
 	}
-	if hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": "gone"}) {
+	if _, ok := metrictest.Value(t, f.reg, `pollbal_warning_errors_total{backend="gone"}`); ok {
 		t.Error("a round before the balancer's update brought the removed backend's series back")
 	}
 	for _, e := range f.events.take() {
@@ -350,12 +337,12 @@ func TestNewTrackerErrors(t *testing.T) {
 func TestTrackerSeriesExistBeforeAnyWarning(t *testing.T) {
 	f := newTrackerFixture(t, trackerConfig("a", "b", "c"))
 	for _, id := range []string{"a", "b", "c"} {
-		if !hasSeries(t, f.reg, "pollbal_warning_errors_total", map[string]string{"backend": id}) {
+		if _, ok := metrictest.Value(t, f.reg, `pollbal_warning_errors_total{backend="`+id+`"}`); !ok {
 			t.Errorf("no pollbal_warning_errors_total{backend=%s} at start", id)
 		}
 	}
-	group := map[string]string{"pool": "p", "service": "web", "version": "v1"}
-	if hasSeries(t, f.reg, "pollbal_warnings_sent_total", group) {
+	group := `{pool="p",service="web",version="v1"}`
+	if _, ok := metrictest.Value(t, f.reg, "pollbal_warnings_sent_total"+group); ok {
 		t.Fatal("a sent series for a group no round has seen")
 	}
 	// Three serving at threshold 2: nobody is warned, and the group is known.
@@ -364,7 +351,7 @@ func TestTrackerSeriesExistBeforeAnyWarning(t *testing.T) {
 	if f.tr.Warned("a") || f.tr.Warned("b") || f.tr.Warned("c") {
 		t.Fatal("a backend was warned: the scene is wrong")
 	}
-	if !hasSeries(t, f.reg, "pollbal_warnings_sent_total", group) || counter(t, f.reg, "pollbal_warnings_sent_total", group) != 0 {
+	if v, ok := metrictest.Value(t, f.reg, "pollbal_warnings_sent_total"+group); !ok || v != 0 {
 		t.Error("no pollbal_warnings_sent_total series at 0 for the group the round saw")
 	}
 }

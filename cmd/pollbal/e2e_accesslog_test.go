@@ -27,6 +27,7 @@ import (
 	"github.com/coder/websocket"
 
 	"pollbal/certs/certstest"
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -656,14 +657,14 @@ func TestEndToEndAccessLogDevFull(t *testing.T) {
 		if resp, body := s.get(t, "GET", "www.test", "/", ""); resp.StatusCode != 200 || body != "web-1\n" {
 			t.Fatalf("answer %d %q while the log fails", resp.StatusCode, body)
 		}
-		errs = metricValue(s.pb.metrics(t), "pollbal_access_log_errors_total")
+		errs, _ = metrictest.TextValue(t, s.pb.metrics(t), "pollbal_access_log_errors_total")
 		return errs >= 2
 	})
 	if n := strings.Count(s.pb.Stderr(), "access log: write failed"); n != 1 {
 		t.Errorf("%d warnings for %v failed writes, want 1 (at most one a minute):\n%s", n, errs,
 			grepLines(s.pb.Stderr(), "access log"))
 	}
-	if d := metricValue(s.pb.metrics(t), "pollbal_access_log_dropped_total"); d != 0 {
+	if d, _ := metrictest.TextValue(t, s.pb.metrics(t), "pollbal_access_log_dropped_total"); d != 0 {
 		t.Errorf("pollbal_access_log_dropped_total = %v, want 0 (the lines failed, nothing piled up)", d)
 	}
 }
@@ -694,7 +695,8 @@ func TestEndToEndAccessLogClosedStdout(t *testing.T) {
 		if resp, _ := s.get(t, "GET", "www.test", "/", ""); resp.StatusCode != 200 {
 			t.Fatalf("answer %d", resp.StatusCode)
 		}
-		return metricValue(in.metrics(t), "pollbal_access_log_errors_total") >= 1
+		errs, _ := metrictest.TextValue(t, in.metrics(t), "pollbal_access_log_errors_total")
+		return errs >= 1
 	})
 	if resp, _ := s.get(t, "GET", "www.test", "/", ""); resp.StatusCode != 200 || in.Exited() {
 		t.Fatalf("pollbal stopped serving after the failed write (exited: %v)", in.Exited())

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -83,7 +84,11 @@ func adminConnections(t *testing.T, pb *instance) float64 {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return metricValue(string(b), "pollbal_admin_connections")
+	n, ok := metrictest.TextValue(t, string(b), "pollbal_admin_connections")
+	if !ok {
+		return -1
+	}
+	return n
 }
 
 // Regression: 2,100 idle admin connections (after one GET /healthz, or with a PUT whose body stopped
@@ -145,7 +150,7 @@ func TestEndToEndIdleAdminConnectionsLeaveProxyServed(t *testing.T) {
 		_ = rc.c.Close()
 	}
 	testproc.WaitFor(t, 20*time.Second, "the admin places to be free", func() bool { return adminConnections(t, pb) == 1 })
-	if n := metricValue(pb.metrics(t), "pollbal_admin_connections_refused_total"); n < idle-maxAdmin {
+	if n, _ := metrictest.TextValue(t, pb.metrics(t), "pollbal_admin_connections_refused_total"); n < idle-maxAdmin {
 		t.Errorf("pollbal_admin_connections_refused_total = %v, want >= %d", n, idle-maxAdmin)
 	}
 	if !strings.Contains(pb.Output(), "admin connections at admin.max_connections") {

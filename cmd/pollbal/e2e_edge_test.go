@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -160,7 +161,7 @@ func TestEndToEndConnectRefused(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the CONNECT target got %d connections, want 0", n)
 	}
-	if n := metricValue(pb.metrics(t), `pollbal_requests_total{app="www",code="405"}`); n != 2 {
+	if n, _ := metrictest.TextValue(t, pb.metrics(t), `pollbal_requests_total{app="www",code="405"}`); n != 2 {
 		t.Errorf(`pollbal_requests_total{app="www",code="405"} = %v, want 2`, n)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"pollbal/internal/metrictest"
 )
 
 // TestEndToEndTimingOutBackendIsSeen reproduces what a newcomer could not see: a backend that
@@ -89,7 +91,7 @@ backends:
 	}
 
 	text := pb.metrics(t)
-	for series, want := range map[string]float64{
+	metrictest.ExpectText(t, text, map[string]float64{
 		`pollbal_backend_errors_total{backend="web-slow",reason="timeout"}`: 2,
 		`pollbal_backend_errors_total{backend="web-slow",reason="reset"}`:   0,
 		`pollbal_backend_errors_total{backend="web-ok",reason="timeout"}`:   0,
@@ -97,11 +99,7 @@ backends:
 		`pollbal_responses_total{reason="no_app"}`:                          1,
 		`pollbal_responses_total{reason="pool_exhausted"}`:                  0,
 		`pollbal_requests_total{app="www",code="504"}`:                      2,
-	} {
-		if got := metricValue(text, series); got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
-		}
-	}
+	})
 
 	// The warn lines: the failed forward (at most one a second for the backend) and the ejection.
 	var failed, ejectedLine bool

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -189,16 +190,12 @@ func TestEndToEndQueueTimeoutAndFull(t *testing.T) {
 	releaseHeld(t, be, held)
 	// pollbal's own answers, counted by reason; the backend's 200 is not one.
 	text := pb.metrics(t)
-	for series, want := range map[string]float64{
+	metrictest.ExpectText(t, text, map[string]float64{
 		`pollbal_responses_total{reason="queue_full"}`:     1,
 		`pollbal_responses_total{reason="queue_timeout"}`:  1,
 		`pollbal_responses_total{reason="pool_exhausted"}`: 0,
 		`pollbal_requests_total{app="www",code="503"}`:     2,
-	} {
-		if got := metricValue(text, series); got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
-		}
-	}
+	})
 }
 
 // TestEndToEndQueueClientLeaves: a queued request whose client closes its connection leaves
@@ -232,15 +229,13 @@ func TestEndToEndQueueClientLeaves(t *testing.T) {
 	}
 	// The waiter is a client gone, not a request answered 400 (as it used to be counted).
 	gone := `pollbal_client_gone_total{stage="queued"}`
-	testproc.WaitFor(t, 5*time.Second, gone+" 1", func() bool { return metricValue(pb.metrics(t), gone) == 1 })
+	testproc.WaitFor(t, 5*time.Second, gone+" 1", func() bool {
+		n, _ := metrictest.TextValue(t, pb.metrics(t), gone)
+		return n == 1
+	})
 	text := pb.metrics(t)
-	for series, want := range map[string]float64{
-		`pollbal_requests_total{app="www",code="400"}`:  -1, // no such series
+	metrictest.ExpectText(t, text, map[string]float64{
 		`pollbal_requests_total{app="www",code="200"}`:  1,
 		`pollbal_responses_total{reason="bad_request"}`: 0,
-	} {
-		if got := metricValue(text, series); got != want {
-			t.Errorf("%s = %v, want %v (-1: absent)", series, got, want)
-		}
-	}
+	}, `pollbal_requests_total{app="www",code="400"}`)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -86,12 +87,17 @@ func backendSet(t *testing.T, pb *instance) []string {
 
 func rejectedCount(t *testing.T, pb *instance, reason string) float64 {
 	t.Helper()
-	return metricValue(pb.metrics(t), `pollbal_config_reloads_rejected_total{reason="`+reason+`"}`)
+	n, _ := metrictest.TextValue(t, pb.metrics(t), `pollbal_config_reloads_rejected_total{reason="`+reason+`"}`)
+	return n
 }
 
 func reloadGauge(t *testing.T, pb *instance) float64 {
 	t.Helper()
-	return metricValue(pb.metrics(t), "pollbal_config_last_reload_successful")
+	v, ok := metrictest.TextValue(t, pb.metrics(t), "pollbal_config_last_reload_successful")
+	if !ok {
+		t.Fatal("no pollbal_config_last_reload_successful in /metrics")
+	}
+	return v
 }
 
 // writeInPlace replaces the contents of path the way an editor saving in place does: the same

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -330,7 +331,8 @@ func TestEndToEndFailedUpgrades(t *testing.T) {
 		}
 	}
 	failed := func() float64 {
-		return metricValue(pb.metrics(t), `pollbal_upgrades_total{result="failed"}`)
+		n, _ := metrictest.TextValue(t, pb.metrics(t), `pollbal_upgrades_total{result="failed"}`)
+		return n
 	}
 	serves("serving before any upgrade")
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"pollbal/internal/metrictest"
 )
 
 // TestEndToEndReloadForgetsRemovedBackendsWarnings runs the real binary with three backends
@@ -41,7 +43,8 @@ backends:
 	pb := startPollbal(t, config(ok1, ok2, strict))
 	const strictErrors = `pollbal_warning_errors_total{backend="strict"}`
 	pb.WaitFor(t, 10*time.Second, "a rejected warning to strict counted", func() bool {
-		return metricValue(pb.metrics(t), strictErrors) >= 1
+		n, _ := metrictest.TextValue(t, pb.metrics(t), strictErrors)
+		return n >= 1
 	})
 
 	if err := os.WriteFile(pb.cfgPath, []byte(fillAddrs(config(ok1, ok2), pb.listen, pb.admin)), 0o644); err != nil {
@@ -50,13 +53,13 @@ backends:
 	if a := postReload(t, pb, ""); a.code != http.StatusOK {
 		t.Fatalf("reload answered %d %+v", a.code, a)
 	}
-	if v := metricValue(pb.metrics(t), strictErrors); v != -1 {
+	if v, ok := metrictest.TextValue(t, pb.metrics(t), strictErrors); ok {
 		t.Fatalf("right after the reload %s = %v, want the series gone", strictErrors, v)
 	}
 	// Several more warning rounds: ok-1 receives a warning in each.
 	before := ok1.stats(t).Warnings
 	pb.WaitFor(t, 10*time.Second, "three more warnings to ok-1", func() bool { return ok1.stats(t).Warnings >= before+3 })
-	if v := metricValue(pb.metrics(t), strictErrors); v != -1 {
+	if v, ok := metrictest.TextValue(t, pb.metrics(t), strictErrors); ok {
 		t.Errorf("after more warning rounds %s = %v: the removed backend's series came back", strictErrors, v)
 	}
 	st := pb.state(t)

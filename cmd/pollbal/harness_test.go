@@ -71,8 +71,7 @@ func startBackend(t testing.TB, id, listen, poolBody string, extra ...string) *b
 func (b *backend) start(t testing.TB, listen string, extra ...string) {
 	t.Helper()
 	args := append([]string{"-listen", listen, "-id", b.id, "-pool-file", b.poolFile, "-lock-file", b.lockFile}, extra...)
-	b.Proc = testproc.Start(t, "backend "+b.id, testproc.Options{}, bins.backend, args...)
-	b.addr = b.WaitLine(t, 10*time.Second, "listening ")
+	b.Proc, b.addr = testproc.StartServer(t, "backend "+b.id, testproc.Options{}, bins.backend, args...)
 }
 
 func (b *backend) setPool(t testing.TB, body string) {
@@ -99,10 +98,9 @@ func (b *backend) stats(t testing.TB) api.Stats {
 // 100"; "" for none), and waits until web-1 is ready.
 //
 // Its tests are about the data plane, not health, and some saturate a 2-core machine (40
-// race-built 60 MiB streams at once): there a check answered in time can still be read late
-// (checks measured 0.25-1 s against a 150ms timeout, and one failed check made web-1 not ready:
-// 10 of 40 downloads got 503 pool_exhausted). So the checks get a long timeout and several
-// tries before web-1 falls.
+// race-built 60 MiB streams at once): there a check answered in time can still be read late,
+// and one failed check would make web-1 not ready and fail the test's requests with 503
+// pool_exhausted. So the checks get a long timeout and several tries before web-1 falls.
 func startSingle(t *testing.T, proxyKeys, backendKeys string) (*instance, *backend) {
 	t.Helper()
 	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")

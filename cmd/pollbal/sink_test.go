@@ -6,6 +6,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/poller"
 	"pollbal/protocol"
 )
@@ -14,19 +15,9 @@ import (
 // types, so the sink hands a check result over as it is. A check through the sink costs what
 // balancer.Observe costs, without converting the reports or the load report on every check.
 func TestSinkObserveAllocsNothingOfItsOwn(t *testing.T) {
-	cfg := &configs.Config{
-		Site:     "s",
-		Listen:   "127.0.0.1:8080",
-		Admin:    configs.Admin{Listen: "127.0.0.1:9090"},
-		Poll:     configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Fall: 1, Rise: 1, MaxBackoff: 5 * time.Second, MaxBody: 4096},
-		Warning:  configs.Warning{Timeout: 500 * time.Millisecond},
-		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakRotate},
-		Fleet:    configs.Fleet{Instances: 2},
-		Services: map[string]configs.Service{"web": {WarningThreshold: 1}},
-		Apps:     []configs.App{{Name: "shop", Hosts: []string{"shop.example.com"}, Service: "web"}},
-		Backends: []configs.Backend{{ID: "web-1", Address: "127.0.0.1:10001", Capacity: 8}},
-		Alarms:   configs.Alarms{DedupWindow: time.Minute},
-	}
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.example.com"}}},
+		[]configs.Backend{{ID: "web-1", Address: "127.0.0.1:10001", Capacity: 8}},
+		configtest.WarningThreshold(1), func(c *configs.Config) { c.Fleet.Instances = 2 })
 	bal, err := balancer.New(balancer.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/protocol"
 	"pollbal/runstate"
 	"pollbal/warning"
@@ -17,17 +18,9 @@ import (
 // time, slow start, every field of the load report, ejection, fail streak and the warned flag.
 func TestStateConversionsKeepEveryField(t *testing.T) {
 	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	cfg := &configs.Config{
-		Site: "s", Listen: "127.0.0.1:8080", Admin: configs.Admin{Listen: "127.0.0.1:9090"},
-		Poll:     configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Fall: 1, Rise: 1, MaxBackoff: 5 * time.Second, MaxBody: 4096},
-		Warning:  configs.Warning{Timeout: 500 * time.Millisecond},
-		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakRotate},
-		Fleet:    configs.Fleet{Instances: 2},
-		Services: map[string]configs.Service{"web": {WarningThreshold: 1}},
-		Apps:     []configs.App{{Name: "shop", Hosts: []string{"*"}, Service: "web"}},
-		Backends: []configs.Backend{{ID: "web-1", Address: "127.0.0.1:10001", Capacity: 8}, {ID: "web-2", Address: "127.0.0.1:10002", Capacity: 8}},
-		Alarms:   configs.Alarms{DedupWindow: time.Minute},
-	}
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}},
+		[]configs.Backend{{ID: "web-1", Address: "127.0.0.1:10001", Capacity: 8}, {ID: "web-2", Address: "127.0.0.1:10002", Capacity: 8}},
+		configtest.Site("s"), configtest.WarningThreshold(1), func(c *configs.Config) { c.Fleet.Instances = 2 })
 	bal, err := balancer.New(balancer.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)

@@ -43,8 +43,8 @@ type proc struct {
 // The process is stopped with SIGTERM at cleanup unless the test already stopped it.
 func startBackend(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{Proc: testproc.Start(t, "backend", testproc.Options{Stop: syscall.SIGTERM}, bin, args...)}
-	p.addr = p.WaitLine(t, 20*time.Second, "listening ")
+	p := &proc{}
+	p.Proc, p.addr = testproc.StartServer(t, "backend", testproc.Options{Stop: syscall.SIGTERM}, bin, args...)
 	if first, _, _ := strings.Cut(p.Stdout(), "\n"); first != "listening "+p.addr {
 		t.Fatalf("first stdout line = %q, want \"listening <addr>\"", first)
 	}

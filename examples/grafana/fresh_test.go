@@ -98,8 +98,8 @@ func TestDashboardMetricsExistFromStart(t *testing.T) {
 	}
 	var addrs []string
 	for _, id := range []string{"web-1", "web-2"} {
-		b := testproc.Start(t, id, testproc.Options{}, backend, "-listen", "127.0.0.1:0", "-id", id, "-pool-file", pool)
-		addrs = append(addrs, b.WaitLine(t, 10*time.Second, "listening "))
+		_, addr := testproc.StartServer(t, id, testproc.Options{}, backend, "-listen", "127.0.0.1:0", "-id", id, "-pool-file", pool)
+		addrs = append(addrs, addr)
 	}
 	admin := testproc.FreeAddr(t)
 	cfg := filepath.Join(dir, "pollbal.yaml")

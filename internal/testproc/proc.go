@@ -238,3 +238,16 @@ func (p *Proc) WaitLine(t testing.TB, timeout time.Duration, prefix string) stri
 	})
 	return rest
 }
+
+// startTimeout bounds how long StartServer waits for a server's "listening" line; a race-built
+// child on a loaded 2-core machine takes seconds.
+const startTimeout = 30 * time.Second
+
+// StartServer starts a server program (the example backend, a test's own child) that writes
+// "listening <addr>" to standard output once it accepts connections, as Start does, and
+// returns it with that address.
+func StartServer(t testing.TB, name string, opts Options, bin string, args ...string) (*Proc, string) {
+	t.Helper()
+	p := Start(t, name, opts, bin, args...)
+	return p, p.WaitLine(t, startTimeout, "listening ")
+}

@@ -57,9 +57,9 @@ func self(t *testing.T) string {
 }
 
 func TestStartWaitLineExitCode(t *testing.T) {
-	p := Start(t, "echo", Options{Env: append(os.Environ(), childEnv+"=echo"), Stdin: strings.NewReader("to stderr\n")}, self(t))
-	if got := p.WaitLine(t, 30*time.Second, "listening "); got != "127.0.0.1:1234" {
-		t.Errorf("WaitLine = %q, want 127.0.0.1:1234", got)
+	p, addr := StartServer(t, "echo", Options{Env: append(os.Environ(), childEnv+"=echo"), Stdin: strings.NewReader("to stderr\n")}, self(t))
+	if addr != "127.0.0.1:1234" {
+		t.Errorf("StartServer's address = %q, want 127.0.0.1:1234", addr)
 	}
 	if code := p.ExitCode(t, 30*time.Second); code != 3 {
 		t.Errorf("exit code %d, want 3", code)
