@@ -546,7 +546,7 @@ type sink struct {
 	firstRound *latch.Latch
 }
 
-// Observe hands a check result to the balancer as it is: both speak the report package's types,
+// Observe hands a check result to the balancer as it is: both speak the protocol package's types,
 // so nothing is converted or allocated per check.
 func (k sink) Observe(r poller.Result) {
 	k.bal.Observe(balancer.Observation{ID: r.ID, Address: r.Address, Ready: r.Ready, Reason: r.Reason, Reports: r.Reports,
