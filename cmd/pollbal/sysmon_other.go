@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+// keepSysmonAwake does nothing here: the re-exec needs /proc/self/exe.
+func keepSysmonAwake() {}
