@@ -18,14 +18,15 @@ import (
 //
 //	beginEntry   the request's ID (always), and the request as it came (with the log on)
 //	routed       the app it matched
-//	tried        each backend an attempt leased (attempt); queue_ms and upstream_ms there too
+//	tried        each backend an attempt leased (send, forward.go); queue_ms and upstream_ms there too
 //	outcome      the forward's last outcome (forward)
 //	finish       status, bytes and how it ended, when the handler answered it: logged, returned
 //
-// A response that outlives the handler takes the entry over and finishes it when its transfer
-// ends: a streamed body (handOver, then responseBody.Close) or an upgraded connection
-// (startUpgrade, then upgradeSession.end). From then on the handler no longer touches it.
-// One goroutine owns an entry at a time; it must not be copied.
+// A response that outlives the handler takes the entry over, with the lease, and finishes it
+// when its transfer ends: a streamed body (handOver, then transferEnded from
+// responseBody.Close) or an upgraded connection (startUpgrade, then upgradeSession.end). From
+// then on the handler no longer touches it. One goroutine owns an entry at a time; it must
+// not be copied.
 type logEntry struct {
 	rec accesslog.Record
 	// on: the log was on when the request began, so its fields were filled and its line is
@@ -36,6 +37,11 @@ type logEntry struct {
 	client  *clientConn   // the client's tracked connection; nil outside pollbal's listeners
 	upload  *uploadBody   // the request body when it is streamed; nil when buffered
 	outcome outcome       // the forward's last outcome; outcomeOK when none ran
+	// lease and metrics are the request's while its streamed body is sent (handOver): the end
+	// of the transfer releases the one and records the request's duration in the other.
+	p       *Proxy
+	lease   balancer.Lease
+	metrics *appRequests
 	// relayTimedOut: the relay to an HTTP/1.0 client ran past proxy.client_timeout (relay.go).
 	relayTimedOut bool
 	id            [accesslog.NewRequestIDLen]byte // a request ID pollbal made
@@ -58,6 +64,7 @@ func (l *logEntries) put(e *logEntry) {
 	e.rec.Reset()
 	e.on, e.start, e.began, e.client, e.upload = false, 0, 0, nil, nil
 	e.outcome, e.relayTimedOut = outcomeOK, false
+	e.p, e.lease, e.metrics = nil, balancer.Lease{}, nil
 	l.pool.Put(e)
 }
 
@@ -67,7 +74,7 @@ func (l *logEntries) put(e *logEntry) {
 // start is when the request began, on p.clock.
 func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start time.Duration) *logEntry {
 	e := p.entries.get()
-	e.start = start
+	e.p, e.start = p, start
 	e.client = trackedConn(ctx.Conn())
 	h := &ctx.Request.Header
 	id, traceparent := requestIDs(h, &e.id)
@@ -187,14 +194,31 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, e *logEntry, took time.Duration
 	p.entries.put(e)
 }
 
-// handOver gives the entry to a response that outlives the handler: what the handler knows of
-// it is recorded now (the status, the request body), the rest when its transfer ends
-// (finishTransfer).
-func (e *logEntry) handOver(ctx *fasthttp.RequestCtx) {
+// handOver gives the entry to a streamed body, with the request's lease and its app's
+// metrics: what the handler knows of it is recorded now (the status, the request body), the
+// rest when its transfer ends (transferEnded).
+func (e *logEntry) handOver(ctx *fasthttp.RequestCtx, lease balancer.Lease, metrics *appRequests) {
+	e.lease, e.metrics = lease, metrics
+	e.recordAnswer(ctx)
+}
+
+// recordAnswer records what the handler knows of an answer that outlives it: its status and
+// the request body read.
+func (e *logEntry) recordAnswer(ctx *fasthttp.RequestCtx) {
 	if e.on {
 		e.rec.Status = ctx.Response.StatusCode()
 		e.rec.BytesIn = requestBodyBytes(ctx, e.upload)
 	}
+}
+
+// transferEnded ends the request whose streamed body was sent, or broken off (bodyOwner): the
+// lease goes back, the request's duration is recorded, and the entry is finished.
+func (e *logEntry) transferEnded(sent int64, t transfer) {
+	e.lease.Release()
+	p := e.p
+	now := p.clock.now()
+	e.metrics.Took(now - e.start)
+	p.finishTransfer(e, now, 0, sent, t)
 }
 
 // finishTransfer ends the entry of a response whose transfer outlived the handler, now, on
@@ -291,7 +315,7 @@ func endOf(o outcome, own bool, t transfer, timedOut bool) accesslog.End {
 		return accesslog.EndClientGone
 	case o == outcomeTimeout || t == transferBackendTimeout:
 		return accesslog.EndBackendTimeout
-	case o == outcomeNotSent || o == outcomeBusy || o == outcomeConnFailed || o == outcomeBadResponse ||
+	case o == outcomeNotSent || o == outcomeConnFailed || o == outcomeBadResponse ||
 		t == transferBackendError:
 		return accesslog.EndBackendError
 	case own:

@@ -36,7 +36,6 @@ func TestEndOf(t *testing.T) {
 		{name: "503 queue_timeout", o: outcomeQueueTimeout, own: true, want: accesslog.EndRefused},
 		{name: "413 of a streamed body", o: outcomeBodyTooLarge, own: true, want: accesslog.EndRefused},
 		{name: "502 backend_unreachable (dial)", o: outcomeNotSent, own: true, want: accesslog.EndBackendError},
-		{name: "502 after our connection limit", o: outcomeBusy, own: true, want: accesslog.EndBackendError},
 		{name: "502 after a reset", o: outcomeConnFailed, own: true, want: accesslog.EndBackendError},
 		{name: "502 bad_response", o: outcomeBadResponse, own: true, want: accesslog.EndBackendError},
 		{name: "504 backend_timeout", o: outcomeTimeout, own: true, want: accesslog.EndBackendTimeout},

@@ -13,23 +13,24 @@ import (
 	"pollbal/protocol"
 )
 
-// outcome is how one forward attempt ended.
+// outcome is how one step of a forward ended (forward.go): a try, a retry or a wait in the queue.
 type outcome uint8
 
 const (
-	outcomeOK           outcome = iota // the backend answered; its response is in ctx.Response
-	outcomeNoCandidate                 // the balancer had no candidate left
-	outcomeNotSent                     // no connection could be had: dial failed; nothing was sent
-	outcomeBusy                        // our connection limit to the backend was full; nothing was sent
-	outcomeConnFailed                  // the connection failed after the request was (maybe) sent
-	outcomeTimeout                     // no complete answer within proxy.backend_timeout
-	outcomeBadResponse                 // the backend answered something that is not a usable response
-	outcomeClientGone                  // the client went away, or failed while sending its body
-	outcomeBodyTooLarge                // a streamed request body grew over proxy.max_request_body
-	outcomeFull                        // the backend refused it as full (503 + X-Pool-Full) before doing any work
-	outcomeQueueFull                   // no candidate, and the pool's queue was full
-	outcomeQueueTimeout                // no candidate, and no slot came within proxy.queue_timeout
-	outcomeLeftQueue                   // no candidate, and the client went away while queued
+	outcomeOK            outcome = iota // the backend answered; its response is in ctx.Response
+	outcomeUpgraded                     // the backend switched protocols: the upgraded connection has the request
+	outcomeNoCandidate                  // the balancer had no candidate left (or the queue none to wait for)
+	outcomeBehindWaiters                // a first try found others waiting in the queue: it waits behind them
+	outcomeNotSent                      // no connection could be had: dial failed; nothing was sent
+	outcomeConnFailed                   // the connection failed after the request was (maybe) sent
+	outcomeTimeout                      // no complete answer within proxy.backend_timeout
+	outcomeBadResponse                  // the backend answered something that is not a usable response
+	outcomeClientGone                   // the client went away, or failed while sending its body
+	outcomeBodyTooLarge                 // a streamed request body grew over proxy.max_request_body
+	outcomeFull                         // the backend refused it as full (503 + X-Pool-Full) before doing any work
+	outcomeQueueFull                    // no candidate, and the pool's queue was full
+	outcomeQueueTimeout                 // no candidate, and no slot came within proxy.queue_timeout
+	outcomeLeftQueue                    // no candidate, and the client went away while queued
 )
 
 // headerFull marks a backend's 503 that refused a request before doing any work.
@@ -54,9 +55,6 @@ func classify(err error) outcome {
 	}
 	if errors.Is(err, errUnexpectedSwitch) || errors.Is(err, errTooManyInterim) {
 		return outcomeBadResponse
-	}
-	if errors.Is(err, fasthttp.ErrNoFreeConns) {
-		return outcomeBusy
 	}
 	if errors.Is(err, fasthttp.ErrTimeout) {
 		return outcomeTimeout
@@ -83,7 +81,7 @@ func classify(err error) outcome {
 // may see twice. A timeout is never retried: the backend may still be working on the request.
 func retryable(o outcome, idempotent bool) bool {
 	switch o {
-	case outcomeNotSent, outcomeBusy:
+	case outcomeNotSent:
 		return true
 	case outcomeConnFailed:
 		return idempotent
@@ -94,7 +92,7 @@ func retryable(o outcome, idempotent bool) bool {
 // backendError is what a failed attempt tells the balancer (Failed, or TimedOut) and the
 // reason it is counted under in pollbal_backend_errors_total (and, for every reason but
 // bad_response, towards eject_after); ok is false for an attempt that did not fail because of
-// the backend (the client went away, its body was too large, our own connection limit). A dial
+// the backend (the client went away, its body was too large). A dial
 // the backend's host refused is refused; any other dial failure (a timeout, an unreachable
 // host) is connect.
 func backendError(o outcome, err error) (as balancer.Outcome, r balancer.ErrorReason, ok bool) {

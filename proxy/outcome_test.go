@@ -23,7 +23,6 @@ func TestClassify(t *testing.T) {
 		{name: "success", err: nil, want: outcomeOK},
 		{name: "connection refused", err: &dialError{err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, want: outcomeNotSent},
 		{name: "dial timeout is a dial error", err: &dialError{err: fasthttp.ErrDialTimeout}, want: outcomeNotSent},
-		{name: "connection limit", err: fasthttp.ErrNoFreeConns, want: outcomeBusy},
 		{name: "fasthttp timeout", err: fasthttp.ErrTimeout, want: outcomeTimeout},
 		{name: "read deadline", err: &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, want: outcomeTimeout},
 		{name: "closed before the first byte", err: fasthttp.ErrConnectionClosed, want: outcomeConnFailed},
@@ -51,7 +50,6 @@ func TestRetryable(t *testing.T) {
 	}{
 		{name: "nothing sent, POST", o: outcomeNotSent, want: true},
 		{name: "nothing sent, GET", o: outcomeNotSent, idempotent: true, want: true},
-		{name: "our connection limit", o: outcomeBusy, want: true},
 		{name: "connection failed, POST", o: outcomeConnFailed},
 		{name: "connection failed, GET", o: outcomeConnFailed, idempotent: true, want: true},
 		{name: "timeout, GET", o: outcomeTimeout, idempotent: true},
@@ -89,7 +87,6 @@ func TestBackendError(t *testing.T) {
 		{name: "unusable answer", o: outcomeBadResponse, err: errUnexpectedSwitch, as: balancer.Failed, want: balancer.ErrorBadResponse, wantOK: true},
 		{name: "answered", o: outcomeOK},
 		{name: "refused as full is not an error", o: outcomeFull},
-		{name: "our own connection limit", o: outcomeBusy, err: fasthttp.ErrNoFreeConns},
 		{name: "client went away", o: outcomeClientGone, err: errClientGone},
 		{name: "client left the queue", o: outcomeLeftQueue},
 		{name: "body too large", o: outcomeBodyTooLarge, err: errBodyTooLarge},

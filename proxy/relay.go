@@ -15,8 +15,9 @@ import (
 // writes the header and then the body straight to the client connection, and closes the
 // stream, ending the forward, when done. The hijacked connection is no longer the scanner's,
 // so the relay enforces clientTimeout (proxy.client_timeout; 0: none) itself: a client that
-// accepts no byte for that long ends it, as it would any other response.
-func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Duration) {
+// accepts no byte for that long ends it, as it would any other response, which e, the
+// request's entry that the stream owns, records.
+func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, e *logEntry, clientTimeout time.Duration) {
 	b, ok := ctx.Response.BodyStream().(*responseBody)
 	if !ok {
 		return
@@ -51,9 +52,7 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Dur
 		}
 		if w.timedOut {
 			p.connMetrics.clientTimeouts.Inc()
-			if b.entry != nil {
-				b.entry.relayTimedOut = true
-			}
+			e.relayTimedOut = true
 		}
 	})
 }

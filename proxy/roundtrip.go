@@ -6,8 +6,6 @@ import (
 	"syscall"
 
 	"github.com/valyala/fasthttp"
-
-	"pollbal/balancer"
 )
 
 // maxInterim bounds the informational (1xx) responses skipped before the final one.
@@ -37,6 +35,13 @@ func mayHaveAnswered(err error, up *uploadBody) bool {
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
+// detach takes c out of the watchdog's care for an upgraded connection: no backend timeout, no
+// client checks.
+func (c *backendConn) detach() {
+	c.wc.setClient(nil)
+	c.wc.w.forget(c.wc)
+}
+
 // fail closes c after err, and returns the error to report: errClientGone when the watchdog
 // closed c because the client went away.
 func (c *backendConn) fail(err error) error {
@@ -48,27 +53,44 @@ func (c *backendConn) fail(err error) error {
 	return err
 }
 
+// tripKind is how a round trip that got an answer ended.
+type tripKind uint8
+
+const (
+	tripFailed   tripKind = iota // no usable answer: the error says why
+	tripWhole                    // the answer is in ctx.Response, read whole; the connection is back in its pool or closed
+	tripStreamed                 // ctx.Response holds the body as a stream (*responseBody), which holds the connection until it is closed
+	tripSwitched                 // the backend switched protocols for an upgrade: trip.conn is the caller's now
+	tripRefused                  // the backend refused the request as full (503 with X-Pool-Full) before doing any work
+)
+
+// trip is the result of a round trip.
+type trip struct {
+	kind tripKind
+	conn *backendConn // tripSwitched: the connection, out of its pool and unwatched
+}
+
 // roundTrip sends ctx.Request to the backend of pool and reads its response into
 // ctx.Response, on a connection the watchdog watches (backend timeout, and the client going
 // away). A backend may answer before it has read the whole request and close (RFC 9112 §9.5:
 // a 413 to a large upload, say): when sending fails so, an answer that came whole is still
 // read and passed on, as the backend's response and not as a failure. An answer without a
 // body (to HEAD, a 204, a 304) retires its connection. A small response is read whole and the
-// connection goes back to the pool at once; a larger one is left in ctx.Response as a body
-// stream that holds the connection and lease until fasthttp has written it to the client:
-// then streamed is true and the caller must not release the lease. up is the request body
-// when it is streamed (nil: buffered in ctx.Request). When upgrade is set (a WebSocket
-// handshake) and the backend answers 101, the connection and lease go to an upgraded session
-// (upgrade.go), with the request's log entry e, and streamed is true too. e gets the time the
-// answer's head took (upstream_ms).
+// connection goes back to the pool at once (tripWhole); a larger one is left in ctx.Response
+// as a body stream that holds the connection until fasthttp has written it to the client
+// (tripStreamed). A refusal as full is never passed on (tripRefused): its connection is
+// reused when its body was small, else closed unread. up is the request body when it is
+// streamed (nil: buffered in ctx.Request). When upgrade is set (a WebSocket handshake) and the
+// backend answers 101, the connection leaves its pool and the watchdog for the caller
+// (tripSwitched). e gets the time the answer's head took (upstream_ms).
 //
 // On failure the error says what went wrong: a *dialError when nothing was sent.
-func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balancer.Lease, e *logEntry, up *uploadBody, upgrade bool) (streamed bool, err error) {
+func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, e *logEntry, up *uploadBody, upgrade bool) (trip, error) {
 	// A streamed body cannot be sent again, so it never goes out on a kept-alive connection
 	// that the backend may have closed meanwhile.
 	bc, err := pool.get(up != nil)
 	if err != nil {
-		return false, err
+		return trip{}, err
 	}
 	req, resp := &ctx.Request, &ctx.Response
 	req.URI().DisablePathNormalizing = true
@@ -82,7 +104,7 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 	// one came whole, is read below like any other, on a connection that is then closed.
 	sendErr := err
 	if sendErr != nil && !mayHaveAnswered(sendErr, up) {
-		return false, bc.fail(sendErr)
+		return trip{}, bc.fail(sendErr)
 	}
 	// Only now may the watchdog peek at the client connection: a peek waits for the socket's
 	// read lock, which a streamed request body's blocking read holds (and a client that goes
@@ -99,7 +121,7 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 			if sendErr != nil {
 				err = sendErr // no answer: the backend broke off the request
 			}
-			return false, bc.fail(err)
+			return trip{}, bc.fail(err)
 		}
 		code := resp.StatusCode()
 		if code >= 200 || code == 101 {
@@ -107,15 +129,19 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 		}
 		if n == maxInterim {
 			// The final answer is still to come: the connection cannot be used any more.
-			return false, bc.fail(errTooManyInterim)
+			return trip{}, bc.fail(errTooManyInterim)
 		}
 	}
 	if e.on {
 		e.rec.Upstream = p.clock.now() - e.began
 	}
 	if upgrade && sendErr == nil && resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
-		p.startUpgrade(ctx, bc, lease, e)
-		return true, nil
+		bc.detach()
+		return trip{kind: tripSwitched, conn: bc}, nil
+	}
+	whole := tripWhole
+	if refusedAsFull(resp) {
+		whole = tripRefused
 	}
 	head := req.Header.IsHead()
 	length := resp.Header.ContentLength()
@@ -123,30 +149,29 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 	switch planResponse(resp.StatusCode(), head, length) {
 	case respUnusable:
 		bc.close()
-		return false, errUnexpectedSwitch
+		return trip{}, errUnexpectedSwitch
 	case respNoBody:
 		resp.SkipBody = head
 		pool.retire(bc) // never reused: late bytes could pass for the next request's answer
-		return false, nil
+		return trip{kind: whole}, nil
 	case respBuffer:
 		if err = resp.ReadBody(bc.br, 0); err != nil {
-			return false, bc.fail(err)
+			return trip{}, bc.fail(err)
 		}
 	case respStream:
-		if refusedAsFull(resp) {
-			// A refusal is never passed on (the caller tries the next candidate); its body is of
-			// no use, and the connection cannot be reused without reading it.
+		if whole == tripRefused {
+			// Its body is of no use, and the connection cannot be reused without reading it.
 			bc.close()
-			return false, nil
+			return trip{kind: tripRefused}, nil
 		}
 		if length == -1 {
 			ch := &bc.chunks
 			ch.Header.SetContentLength(-1)
 			ch.StreamBody = true
 			if err = ch.ReadBody(bc.br, 0); err != nil {
-				return false, bc.fail(err)
+				return trip{}, bc.fail(err)
 			}
-			bc.body.start(p, pool, bc, lease, ch.BodyStream(), -1, keep, true, nil)
+			bc.body.start(p, pool, bc, ch.BodyStream(), -1, keep, true, nil)
 		} else {
 			if length < 0 { // until the backend closes: the connection cannot be reused
 				keep = false
@@ -155,19 +180,19 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, lease balanc
 			if length >= 0 {
 				direct = ctx.Conn()
 			}
-			bc.body.start(p, pool, bc, lease, bc.br, int64(length), keep, false, direct)
+			bc.body.start(p, pool, bc, bc.br, int64(length), keep, false, direct)
 		}
 		if length < 0 {
 			length = -1 // chunked to the client
 		}
 		resp.SetBodyStream(&bc.body, length)
 		resp.ImmediateHeaderFlush = true // a slow body's client sees the answer begin at once
-		return true, nil
+		return trip{kind: tripStreamed}, nil
 	}
 	if keep {
 		pool.put(bc)
 	} else {
 		bc.close()
 	}
-	return false, nil
+	return trip{kind: whole}, nil
 }

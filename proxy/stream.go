@@ -5,11 +5,8 @@ import (
 	"io"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"pollbal/balancer"
 )
 
 // copyBufferSize is the size of the buffer that carries a streamed body (either way): large
@@ -74,16 +71,15 @@ func copyBody(dst io.Writer, src io.Reader, buf []byte, progress func()) (n int6
 
 // responseBody is a backend's response body streamed to the client: fasthttp's response writer
 // reads it (through WriteTo, with a pooled buffer) while it writes the response, and closes it
-// when done, written or not. Close ends the forward: the backend connection goes back to its
-// pool if the body was read to its end (else it is closed), and the lease is released; so the
-// lease is held until the last byte was handed to the client connection, or the client went
-// away. One lives in each backendConn and serves its streamed responses in turn. It is used by
-// one goroutine at a time and must not be copied.
+// when done, written or not. Close ends the transfer: the backend connection goes back to its
+// pool if the body was read to its end (else it is closed), and then the body's owner, which
+// holds the lease, hears how it ended; so the lease is held until the last byte was handed to
+// the client connection, or the client went away. One lives in each backendConn and serves its
+// streamed responses in turn. It is used by one goroutine at a time and must not be copied.
 type responseBody struct {
 	p     *Proxy
 	pool  *connPool
 	bc    *backendConn
-	lease balancer.Lease
 	src   io.Reader // the backend connection's reader, or its chunked decoder
 	left  int64     // bytes still to come when the length is known, else -1
 	keep  bool      // the backend keeps the connection alive after this response
@@ -96,20 +92,24 @@ type responseBody struct {
 	// detached makes Close do nothing while fasthttp's response lets go of the stream, which
 	// is then relayed on the hijacked connection (relayUntilClose).
 	detached bool
-	// metrics, when set, takes the request's duration, from began (on p.clock) to Close: the
-	// handler counted the request but left its duration to the stream's end (handler.go).
-	metrics *appRequests
-	began   time.Duration
-	// entry, when set, is the request's access-log entry, which Close finishes: the handler
-	// handed it over (handler.go). sent counts the body's bytes written to the client; cut
-	// says how a copy that did not reach the end ended (transferWhole while none did).
-	entry *logEntry
+	// owner, once set, is told how the transfer ended, by Close; it holds the lease (the
+	// forward handed it over, forward.go). sent counts the body's bytes written to the client;
+	// cut says how a copy that did not reach the end ended (transferWhole while none did).
+	owner bodyOwner
 	sent  int64
 	cut   transfer
 }
 
-func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, lease balancer.Lease, src io.Reader, length int64, keep, chunked bool, direct net.Conn) {
-	*b = responseBody{p: p, pool: pool, bc: bc, lease: lease, src: src, left: length, keep: keep, chunk: chunked, direct: direct, open: true}
+// bodyOwner is what a streamed body's transfer ends for: the request it answers, which
+// releases its lease, records its duration and logs it.
+type bodyOwner interface {
+	// transferEnded is called once, by Close, after the backend connection was put back or
+	// closed: sent bytes of the body were written to the client, and t says how it ended.
+	transferEnded(sent int64, t transfer)
+}
+
+func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, src io.Reader, length int64, keep, chunked bool, direct net.Conn) {
+	*b = responseBody{p: p, pool: pool, bc: bc, src: src, left: length, keep: keep, chunk: chunked, direct: direct, open: true}
 }
 
 // Read reads the body, stopping at its length when known. A backend that closes before the
@@ -171,15 +171,13 @@ func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
 	return n, nil
 }
 
-// Close ends the forward, records the request's duration when the handler left it to the
-// stream, and finishes its log entry; only the first call does anything.
+// Close ends the transfer and tells the owner how it ended; only the first call does anything.
 func (b *responseBody) Close() error {
 	if !b.open || b.detached {
 		return nil
 	}
 	b.open = false
-	p, bc, pool, lease, metrics, began := b.p, b.bc, b.pool, b.lease, b.metrics, b.began
-	entry, sent, t := b.entry, b.sent, streamTransfer(b.cut, b.done)
+	bc, pool, owner, sent, t := b.bc, b.pool, b.owner, b.sent, streamTransfer(b.cut, b.done)
 	if b.chunk {
 		_ = bc.chunks.CloseBodyStream()
 	}
@@ -190,13 +188,8 @@ func (b *responseBody) Close() error {
 	} else {
 		bc.close()
 	}
-	lease.Release()
-	now := p.clock.now()
-	if metrics != nil {
-		metrics.Took(now - began)
-	}
-	if entry != nil {
-		p.finishTransfer(entry, now, 0, sent, t)
+	if owner != nil {
+		owner.transferEnded(sent, t)
 	}
 	return nil
 }

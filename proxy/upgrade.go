@@ -100,12 +100,12 @@ func answerUpgradeUnsupported(ctx *fasthttp.RequestCtx) {
 }
 
 // startUpgrade takes over a forward whose backend answered 101 to a WebSocket upgrade: the
-// backend connection and the lease now belong to an upgradeSession, which fasthttp runs once
-// the handler returns (ctx.Hijack, with no response of its own: the session writes the
-// backend's 101). The client connection leaves the client timeouts for the session's own
-// upgrade_idle_timeout, and the backend connection leaves the backend-timeout watchdog. The
-// request's log entry e goes to the session too, which finishes it when it ends: the caller
-// must not touch e once startUpgrade has been called.
+// backend connection (already out of the watchdog's care, roundTrip) and the lease now belong
+// to an upgradeSession, which fasthttp runs once the handler returns (ctx.Hijack, with no
+// response of its own: the session writes the backend's 101). The client connection leaves the
+// client timeouts for the session's own upgrade_idle_timeout. The request's log entry e goes to
+// the session too, which finishes it when it ends: the caller must not touch e once
+// startUpgrade has been called.
 func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease balancer.Lease, e *logEntry) {
 	h := &ctx.Response.Header
 	protocol := append([]byte(nil), h.Peek(headerUpgrade)...)
@@ -115,10 +115,8 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease ba
 	h.Set(headerBackend, lease.Backend.ID)
 	h.Set(headerPool, lease.Pool)
 	setResponseID(h, e.rec.RequestID)
-	e.handOver(ctx)
+	e.recordAnswer(ctx)
 
-	bc.wc.setClient(nil)
-	p.watch.forget(bc.wc)
 	s := &upgradeSession{
 		p:     p,
 		bc:    bc,

@@ -95,7 +95,7 @@ type watchdog struct {
 //
 //  4. Every lease comes back exactly once: the watchdog never releases anything. It only
 //     closes connections, and the forward's own Read or Write then fails on the path that
-//     releases its lease (handler.go's attempt, stream.go's Close, upgrade.go's end).
+//     releases its lease (forward.go's send, stream.go's Close, upgrade.go's end).
 //     TestWatchdogStress checks it under -race with clients leaving at random moments.
 
 func newWatchdog(clock monoClock, limit func() time.Duration) *watchdog {
