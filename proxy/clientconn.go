@@ -81,7 +81,7 @@ type clientConn struct {
 	idx int // position in l.conns; -1 once forgotten
 }
 
-func (c *clientConn) position() *int { return &c.idx }
+func (c *clientConn) Position() *int { return &c.idx }
 
 // Read reads from the client. It marks the start of a request (the first byte after an idle
 // wait) and the end of its headers. The first read after a response yields first when the

@@ -242,7 +242,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		}
 		late := false
 		if o != outcomeOK && o != outcomeUpgraded {
-			f.began = p.clock.now() // a try that follows begins now
+			f.began = p.clock.Now() // a try that follows begins now
 			late = f.began >= f.deadline
 		}
 		f.state, act = next(f.state, o, late)
@@ -273,16 +273,16 @@ func (f *forwarding) try() outcome {
 // time waited.
 func (f *forwarding) queue() outcome {
 	p := f.p
-	queued := p.clock.now()
+	queued := p.clock.Now()
 	lease, err := p.wait(f.ctx, f.snap, f.app)
 	if err != nil {
 		o := queueOutcome(err)
 		if o == outcomeQueueTimeout || o == outcomeLeftQueue { // it did wait
-			f.e.rec.Queue = p.clock.now() - queued
+			f.e.rec.Queue = p.clock.Now() - queued
 		}
 		return o
 	}
-	f.began = p.clock.now()
+	f.began = p.clock.Now()
 	f.e.rec.Queue = f.began - queued
 	return f.send(lease, p.bal.Snapshot()) // the snapshot the lease may come from (Balancer.Wait)
 }
@@ -290,7 +290,7 @@ func (f *forwarding) queue() outcome {
 // send forwards the request on lease, taken from snap, reports what the backend did and
 // releases the lease, unless the backend's answer is streamed (relay hands the lease to the
 // stream) or it switched protocols (the upgraded connection has it). The entry gets the
-// backend, and (roundTrip) when the answer's head came.
+// backend, and (RoundTrip) when the answer's head came.
 //
 // The round trip runs without a deadline of its own: the watchdog closes a backend connection
 // whose request outlasts proxy.backend_timeout, and a try that failed after lasting the timeout
@@ -301,32 +301,39 @@ func (f *forwarding) send(lease balancer.Lease, snap *balancer.Snapshot) outcome
 	f.tried.Add(lease.Backend)
 	e.tried(lease)
 	e.began = f.began
-	pool := p.upstreams.get(snap, lease.Backend)
+	pool := p.upstreams.Get(snap, lease.Backend)
 	if len(ctx.Request.Host()) == 0 {
 		// An HTTP/1.0 request may come without Host; the backend connection is HTTP/1.1,
 		// which requires one.
 		ctx.Request.SetHost(lease.Backend.Address)
 	}
-	res, err := p.roundTrip(ctx, pool, e, f.up, f.upgrade)
-	if res.kind == tripSwitched {
+	var up Upload // nil, not a nil *uploadBody, when the body is buffered
+	if f.up != nil {
+		up = f.up
+	}
+	res, err := pool.RoundTrip(ctx, up, f.upgrade, e.on)
+	if res.Head > 0 {
+		e.rec.Upstream = res.Head - e.began
+	}
+	if res.Kind == TripSwitched {
 		p.bal.Report(balancer.Result{Outcome: balancer.Answered, App: app, Lease: lease, Code: fasthttp.StatusSwitchingProtocols})
-		p.startUpgrade(ctx, res.conn, f.held.handOver(), e)
+		p.startUpgrade(ctx, res.Conn, f.held.handOver(), e)
 	}
 	if p.afterDo != nil {
 		p.afterDo() // tests only
 	}
-	switch res.kind {
-	case tripSwitched:
+	switch res.Kind {
+	case TripSwitched:
 		return outcomeUpgraded
-	case tripRefused:
+	case TripRefused:
 		p.bal.Report(balancer.Result{Outcome: balancer.RefusedFull, App: app, Lease: lease})
 		e.rec.Refusals++
 		f.held.release()
 		return outcomeFull
-	case tripWhole, tripStreamed:
+	case TripWhole, TripStreamed:
 		p.bal.Report(balancer.Result{Outcome: balancer.Answered, App: app, Lease: lease, Code: ctx.Response.StatusCode()})
 		relayResponse(&ctx.Response.Header, lease.Backend.ID, lease.Pool, e.rec.RequestID)
-		if res.kind == tripWhole {
+		if res.Kind == TripWhole {
 			f.held.release()
 		}
 		return outcomeOK
@@ -340,7 +347,7 @@ func (f *forwarding) send(lease balancer.Lease, snap *balancer.Snapshot) outcome
 			o = outcomeClientGone
 		}
 	}
-	if (o == outcomeConnFailed || o == outcomeBadResponse) && p.watch.timedOut(f.began, f.pc.BackendTimeout) {
+	if (o == outcomeConnFailed || o == outcomeBadResponse) && p.watch.TimedOut(f.began, f.pc.BackendTimeout) {
 		o = outcomeTimeout
 	}
 	if as, reason, ok := backendError(o, err); ok {
@@ -360,10 +367,10 @@ func (f *forwarding) send(lease balancer.Lease, snap *balancer.Snapshot) outcome
 func (f *forwarding) relay(http10 bool) forwardEnd {
 	p, ctx, e := f.p, f.ctx, f.e
 	e.outcome = outcomeOK
-	b, streamed := ctx.Response.BodyStream().(*responseBody)
+	b, streamed := ctx.Response.BodyStream().(*ResponseBody)
 	if streamed {
 		e.handOver(ctx, f.held.handOver(), p.requests.of(f.snap, f.app))
-		b.owner = e // last: an HTTP/1.0 relay may end the stream from now on
+		b.SetOwner(e) // last: an HTTP/1.0 relay may end the stream from now on
 	}
 	if http10 && streamed && ctx.Response.Header.ContentLength() < 0 {
 		p.relayUntilClose(ctx, e, f.pc.ClientTimeout)

@@ -14,7 +14,7 @@ import (
 // (logentry.go), which the handler finishes when it answers, unless a streamed body or an
 // upgraded connection takes it over. It never keeps ctx after returning.
 func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
-	start := p.clock.now()
+	start := p.clock.Now()
 	p.handling.Add(1)
 	defer p.handling.Add(-1)
 	if c := trackedConn(ctx.Conn()); c != nil {
@@ -45,7 +45,7 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 			return
 		case endUpgraded:
 			// The upgraded connection has e; the request ends with its 101.
-			p.requests.of(snap, app).Done(ctx.Response.StatusCode(), p.clock.now()-start)
+			p.requests.of(snap, app).Done(ctx.Response.StatusCode(), p.clock.Now()-start)
 			return
 		case endGone:
 			gone = true // no request was answered: forward counted a client gone
@@ -57,7 +57,7 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 	}
 	code := ctx.Response.StatusCode()
-	took := p.clock.now() - start
+	took := p.clock.Now() - start
 	if !gone {
 		p.requests.of(snap, app).Done(code, took)
 		if own {

@@ -4,27 +4,27 @@ package proxy
 // (the listener's over client connections, the watchdog's over backend ones) add and remove
 // connections in O(1).
 type indexed interface {
-	position() *int
+	Position() *int
 }
 
-// appendIndexed appends e to s and records its position.
-func appendIndexed[E indexed](s []E, e E) []E {
-	*e.position() = len(s)
+// AppendIndexed appends e to s and records its position.
+func AppendIndexed[E indexed](s []E, e E) []E {
+	*e.Position() = len(s)
 	return append(s, e)
 }
 
-// removeIndexed removes e from s by moving the last element into its place, marks e as
+// RemoveIndexed removes e from s by moving the last element into its place, marks e as
 // removed (-1) and returns the shorter slice. Removing a removed e does nothing.
-func removeIndexed[E indexed](s []E, e E) []E {
-	i := *e.position()
+func RemoveIndexed[E indexed](s []E, e E) []E {
+	i := *e.Position()
 	if i < 0 {
 		return s
 	}
 	last := len(s) - 1
 	s[i] = s[last]
-	*s[i].position() = i
+	*s[i].Position() = i
 	var zero E
 	s[last] = zero
-	*e.position() = -1
+	*e.Position() = -1
 	return s[:last]
 }

@@ -154,15 +154,15 @@ func (l *listener) track(nc net.Conn) *clientConn {
 	if l.closed.IsSet() {
 		return nil
 	}
-	c.rec = record{since: l.p.clock.now()}
-	l.conns = appendIndexed(l.conns, c)
+	c.rec = record{since: l.p.clock.Now()}
+	l.conns = AppendIndexed(l.conns, c)
 	return c
 }
 
 // forget removes c from the scanned set and the open count; it runs once per connection.
 func (l *listener) forget(c *clientConn) {
 	l.mu.Lock()
-	l.conns = removeIndexed(l.conns, c)
+	l.conns = RemoveIndexed(l.conns, c)
 	l.mu.Unlock()
 	l.p.open.Add(-1)
 }

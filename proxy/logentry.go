@@ -23,8 +23,8 @@ import (
 //	finish       status, bytes and how it ended, when the handler answered it: logged, returned
 //
 // A response that outlives the handler takes the entry over, with the lease, and finishes it
-// when its transfer ends: a streamed body (handOver, then transferEnded from
-// responseBody.Close) or an upgraded connection (startUpgrade, then upgradeSession.end). From
+// when its transfer ends: a streamed body (handOver, then TransferEnded from
+// ResponseBody.Close) or an upgraded connection (startUpgrade, then upgradeSession.end). From
 // then on the handler no longer touches it. One goroutine owns an entry at a time; it must
 // not be copied.
 type logEntry struct {
@@ -188,7 +188,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, e *logEntry, took time.Duration
 		r.BytesIn = requestBodyBytes(ctx, e.upload)
 		r.BytesOut = responseBodyBytes(ctx)
 		r.Duration = took
-		r.End = endOf(e.outcome, own && !gone, transferWhole, clientTimedOut(e.client))
+		r.End = endOf(e.outcome, own && !gone, TransferWhole, clientTimedOut(e.client))
 		p.alog.Log(r)
 	}
 	p.entries.put(e)
@@ -196,7 +196,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, e *logEntry, took time.Duration
 
 // handOver gives the entry to a streamed body, with the request's lease and its app's
 // metrics: what the handler knows of it is recorded now (the status, the request body), the
-// rest when its transfer ends (transferEnded).
+// rest when its transfer ends (TransferEnded).
 func (e *logEntry) handOver(ctx *fasthttp.RequestCtx, lease balancer.Lease, metrics *appRequests) {
 	e.lease, e.metrics = lease, metrics
 	e.recordAnswer(ctx)
@@ -211,12 +211,12 @@ func (e *logEntry) recordAnswer(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// transferEnded ends the request whose streamed body was sent, or broken off (bodyOwner): the
+// TransferEnded ends the request whose streamed body was sent, or broken off (BodyOwner): the
 // lease goes back, the request's duration is recorded, and the entry is finished.
-func (e *logEntry) transferEnded(sent int64, t transfer) {
+func (e *logEntry) TransferEnded(sent int64, t Transfer) {
 	e.lease.Release()
 	p := e.p
-	now := p.clock.now()
+	now := p.clock.Now()
 	e.metrics.Took(now - e.start)
 	p.finishTransfer(e, now, 0, sent, t)
 }
@@ -224,7 +224,7 @@ func (e *logEntry) transferEnded(sent int64, t transfer) {
 // finishTransfer ends the entry of a response whose transfer outlived the handler, now, on
 // p.clock: out bytes of the response body were sent (and, for an upgraded connection, in
 // bytes of the client's), and t says how the transfer ended. The entry goes back to the pool.
-func (p *Proxy) finishTransfer(e *logEntry, now time.Duration, in, out int64, t transfer) {
+func (p *Proxy) finishTransfer(e *logEntry, now time.Duration, in, out int64, t Transfer) {
 	if e.on {
 		r := &e.rec
 		r.BytesIn += in
@@ -268,35 +268,9 @@ func ownReason(h *fasthttp.ResponseHeader) string {
 	return ""
 }
 
-// transfer is how the transfer of a response that outlived the handler ended: a streamed body,
-// a relay to an HTTP/1.0 client, an upgraded connection. transferWhole also stands for a
-// response the handler answered.
-type transfer uint8
-
-const (
-	transferWhole          transfer = iota // sent whole
-	transferClientGone                     // the client went away, or could not be written to
-	transferBackendError                   // the backend broke off the body
-	transferBackendTimeout                 // the backend went silent for proxy.backend_timeout
-	transferUpgradeClosed                  // an upgraded connection closed, by either side
-)
-
-// backendTransfer is how a streamed body ended that could not be read from its backend
-// connection to the end: the watchdog closed it because the client went away (gone), or
-// because the backend was silent for the backend timeout (cut), or the backend failed.
-func backendTransfer(gone, cut bool) transfer {
-	switch {
-	case gone:
-		return transferClientGone
-	case cut:
-		return transferBackendTimeout
-	}
-	return transferBackendError
-}
-
 // endOf is how a request ended, in the access log's words: who ended it. o is its forward's
 // last outcome (outcomeOK when none ran or a backend answered), own says that pollbal answered
-// it itself, t how a transfer that outlived the handler ended (transferWhole otherwise), and
+// it itself, t how a transfer that outlived the handler ended (TransferWhole otherwise), and
 // timedOut that the client's connection was cut for proxy.client_timeout.
 //
 // The client comes first: a request whose client went away (or was cut off) ended with it,
@@ -304,19 +278,19 @@ func backendTransfer(gone, cut bool) transfer {
 // cut off), a failure (502, a body broken off). Then pollbal: every other answer it made
 // itself is refused (404, 405, 400, 413, 501, 503…; its reason says why). Else the response
 // went out whole: ok, or upgrade_closed for an upgraded connection.
-func endOf(o outcome, own bool, t transfer, timedOut bool) accesslog.End {
+func endOf(o outcome, own bool, t Transfer, timedOut bool) accesslog.End {
 	switch {
-	case t == transferUpgradeClosed:
+	case t == TransferUpgradeClosed:
 		return accesslog.EndUpgradeClosed
-	case o == outcomeClientGone || o == outcomeLeftQueue || t == transferClientGone:
+	case o == outcomeClientGone || o == outcomeLeftQueue || t == TransferClientGone:
 		if timedOut {
 			return accesslog.EndClientTimeout
 		}
 		return accesslog.EndClientGone
-	case o == outcomeTimeout || t == transferBackendTimeout:
+	case o == outcomeTimeout || t == TransferBackendTimeout:
 		return accesslog.EndBackendTimeout
 	case o == outcomeNotSent || o == outcomeConnFailed || o == outcomeBadResponse ||
-		t == transferBackendError:
+		t == TransferBackendError:
 		return accesslog.EndBackendError
 	case own:
 		return accesslog.EndRefused

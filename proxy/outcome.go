@@ -5,12 +5,10 @@ import (
 	"io"
 	"net"
 	"syscall"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
-	"pollbal/protocol"
 )
 
 // outcome is how one step of a forward ended (forward.go): a try, a retry or a wait in the queue.
@@ -33,27 +31,19 @@ const (
 	outcomeLeftQueue                    // no candidate, and the client went away while queued
 )
 
-// headerFull marks a backend's 503 that refused a request before doing any work.
-const headerFull = protocol.HeaderFull
-
-// refusedAsFull reports whether a backend's response is a refusal as full: 503 with X-Pool-Full.
-func refusedAsFull(resp *fasthttp.Response) bool {
-	return resp.StatusCode() == fasthttp.StatusServiceUnavailable && resp.Header.Peek(headerFull) != nil
-}
-
 // classify maps the error of a round trip to an outcome.
 func classify(err error) outcome {
 	if err == nil {
 		return outcomeOK
 	}
-	var de *dialError
+	var de *DialError
 	if errors.As(err, &de) {
 		return outcomeNotSent
 	}
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, ErrClientGone) {
 		return outcomeClientGone
 	}
-	if errors.Is(err, errUnexpectedSwitch) || errors.Is(err, errTooManyInterim) {
+	if errors.Is(err, ErrUnexpectedSwitch) || errors.Is(err, ErrTooManyInterim) {
 		return outcomeBadResponse
 	}
 	if errors.Is(err, fasthttp.ErrTimeout) {
@@ -121,29 +111,4 @@ func idempotent(method []byte) bool {
 		return true
 	}
 	return false
-}
-
-// dialError marks an error that happened while connecting, before any byte of the request was
-// written, so that classify can tell it from a failure after sending.
-type dialError struct{ err error }
-
-func (e *dialError) Error() string { return "dial backend: " + e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
-
-// dialBackend dials a backend for the watchdog's dialer: fasthttp's own dialer (IPv4 and IPv6,
-// DNS cache), with its errors marked as dial errors.
-func dialBackend(addr string, timeout time.Duration) (net.Conn, error) {
-	var (
-		c   net.Conn
-		err error
-	)
-	if timeout > 0 {
-		c, err = fasthttp.DialDualStackTimeout(addr, timeout)
-	} else {
-		c, err = fasthttp.DialDualStack(addr)
-	}
-	if err != nil {
-		return nil, &dialError{err: err}
-	}
-	return c, nil
 }

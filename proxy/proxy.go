@@ -36,10 +36,10 @@ type Options struct {
 type Proxy struct {
 	bal       *balancer.Balancer
 	log       *slog.Logger
-	upstreams *upstreams
-	watch     *watchdog   // enforces proxy.backend_timeout on backend connections
-	bufs      copyBuffers // carry streamed bodies
-	clock     monoClock   // times requests
+	upstreams *Pools
+	watch     *Watchdog   // enforces proxy.backend_timeout on backend connections
+	bufs      CopyBuffers // carry streamed bodies
+	clock     MonoClock   // times requests
 	srv       *fasthttp.Server
 	alog      *accesslog.Logger // nil: off
 	entries   logEntries        // the requests' access-log entries
@@ -87,7 +87,7 @@ func New(o Options) (*Proxy, error) {
 		bal:   bal,
 		log:   o.Logger,
 		alog:  o.AccessLog,
-		clock: newMonoClock(),
+		clock: NewMonoClock(),
 		procs: int64(runtime.GOMAXPROCS(0)),
 	}
 	open := func() float64 { return float64(p.open.Load()) }
@@ -102,8 +102,8 @@ func New(o Options) (*Proxy, error) {
 	if p.requests, err = newRequestMetrics(bal, o.Registerer); err != nil {
 		return nil, err
 	}
-	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
-	p.upstreams = newUpstreams(bal, p.watch)
+	p.watch = NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, clientGone)
+	p.upstreams = NewPools(bal, p.watch, &p.bufs, p.yieldIfBusy)
 	p.srv = &fasthttp.Server{
 		Handler:            p.Handler,
 		ErrorHandler:       p.errorHandler,
@@ -115,7 +115,7 @@ func New(o Options) (*Proxy, error) {
 		// Bodies over proxy.buffer_request_body reach the handler as streams (body.go).
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		ReadBufferSize:               readBufferSize,
+		ReadBufferSize:               ReadBufferSize,
 		NoDefaultServerHeader:        true,
 		NoDefaultDate:                true,
 		NoDefaultContentType:         true,
@@ -195,7 +195,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	if uerr := p.upgrades.drain(ctx); uerr != nil && err == nil {
 		err = uerr
 	}
-	p.upstreams.closeIdle()
+	p.upstreams.CloseIdle()
 	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {
 		return fmt.Errorf("shut down proxy: %w", ctxErr)
 	}
@@ -284,7 +284,7 @@ func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	snap := p.bal.Snapshot()
-	e := p.beginEntry(ctx, snap.Config(), p.clock.now())
+	e := p.beginEntry(ctx, snap.Config(), p.clock.Now())
 	code := answerServerError(ctx, err, snap.Config().Proxy.MaxRequestBody)
 	app := snap.Route(ctx.Host())
 	e.routed(app)

@@ -18,13 +18,11 @@ import (
 // accepts no byte for that long ends it, as it would any other response, which e, the
 // request's entry that the stream owns, records.
 func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, e *logEntry, clientTimeout time.Duration) {
-	b, ok := ctx.Response.BodyStream().(*responseBody)
+	b, ok := ctx.Response.BodyStream().(*ResponseBody)
 	if !ok {
 		return
 	}
-	b.detached = true
-	ctx.Response.ResetBody()
-	b.detached = false
+	b.DetachFrom(&ctx.Response)
 	h := &ctx.Response.Header
 	h.Del(fasthttp.HeaderTransferEncoding)
 	h.SetContentLength(-2) // no length: the body ends when the connection does
@@ -60,7 +58,7 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, e *logEntry, clientTim
 // relay is a response waiting for its relay to an HTTP/1.0 client (relayUntilClose): either
 // the hijack handler or the client connection's Close claims it, and only the first one runs.
 type relay struct {
-	b       *responseBody
+	b       *ResponseBody
 	claimed atomic.Bool
 }
 

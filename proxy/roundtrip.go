@@ -4,8 +4,11 @@ import (
 	"errors"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/protocol"
 )
 
 // maxInterim bounds the informational (1xx) responses skipped before the final one.
@@ -13,23 +16,37 @@ const maxInterim = 16
 
 // errUnexpectedSwitch is a 101 Switching Protocols to a request that was not forwarded as an
 // upgrade: the connection no longer speaks HTTP, so the answer cannot be passed on.
-var errUnexpectedSwitch = errors.New("backend switched protocols on a plain request")
+var ErrUnexpectedSwitch = errors.New("backend switched protocols on a plain request")
 
 // errTooManyInterim is a backend that sent more than maxInterim informational responses.
-var errTooManyInterim = errors.New("backend sent too many informational responses")
+var ErrTooManyInterim = errors.New("backend sent too many informational responses")
 
-// errClientGone is a forward ended because its client went away: the watchdog closed the
+// ErrClientGone is a forward ended because its client went away: the watchdog closed the
 // backend connection.
-var errClientGone = errors.New("client went away")
+var ErrClientGone = errors.New("client went away")
+
+// refusedAsFull reports whether a backend's response is a refusal as full: 503 with X-Pool-Full.
+func refusedAsFull(resp *fasthttp.Response) bool {
+	return resp.StatusCode() == fasthttp.StatusServiceUnavailable && resp.Header.Peek(protocol.HeaderFull) != nil
+}
+
+// Upload is a request body that is streamed from the client while it is sent (RoundTrip).
+type Upload interface {
+	// SendOn is told the connection the body is written to, before the first byte: the
+	// backend timeout must not run while the body waits for the client (WatchConn.AwaitClient).
+	SendOn(c *WatchConn)
+	// ClientFailed reports whether reading the body from the client failed.
+	ClientFailed() bool
+}
 
 // mayHaveAnswered reports whether sending a request failed in a way that an answer from the
 // backend may explain: writing to the backend connection failed because the backend closed or
 // reset it (EPIPE, ECONNRESET), which a backend does after answering early. It is false when
-// reading the body from the client failed (up.clientErr; the client's own reset is an
-// ECONNRESET too), and for a connection closed on pollbal's side (the watchdog's timeout or a
-// client that went away), on which nothing can be read any more.
-func mayHaveAnswered(err error, up *uploadBody) bool {
-	if up != nil && up.clientErr != nil {
+// reading the body from the client failed (the client's own reset is an ECONNRESET too), and
+// for a connection closed on pollbal's side (the watchdog's timeout or a client that went
+// away), on which nothing can be read any more.
+func mayHaveAnswered(err error, up Upload) bool {
+	if up != nil && up.ClientFailed() {
 		return false
 	}
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
@@ -37,65 +54,67 @@ func mayHaveAnswered(err error, up *uploadBody) bool {
 
 // detach takes c out of the watchdog's care for an upgraded connection: no backend timeout, no
 // client checks.
-func (c *backendConn) detach() {
+func (c *BackendConn) detach() {
 	c.wc.setClient(nil)
 	c.wc.w.forget(c.wc)
 }
 
-// fail closes c after err, and returns the error to report: errClientGone when the watchdog
+// fail closes c after err, and returns the error to report: ErrClientGone when the watchdog
 // closed c because the client went away.
-func (c *backendConn) fail(err error) error {
+func (c *BackendConn) fail(err error) error {
 	gone := c.wc.isGone()
 	c.close()
 	if gone {
-		return errClientGone
+		return ErrClientGone
 	}
 	return err
 }
 
-// tripKind is how a round trip that got an answer ended.
-type tripKind uint8
+// TripKind is how a round trip ended.
+type TripKind uint8
 
 const (
-	tripFailed   tripKind = iota // no usable answer: the error says why
-	tripWhole                    // the answer is in ctx.Response, read whole; the connection is back in its pool or closed
-	tripStreamed                 // ctx.Response holds the body as a stream (*responseBody), which holds the connection until it is closed
-	tripSwitched                 // the backend switched protocols for an upgrade: trip.conn is the caller's now
-	tripRefused                  // the backend refused the request as full (503 with X-Pool-Full) before doing any work
+	TripFailed   TripKind = iota // no usable answer: the error says why
+	TripWhole                    // the answer is in ctx.Response, read whole; the connection is back in its pool or closed
+	TripStreamed                 // ctx.Response holds the body as a stream (*ResponseBody), which holds the connection until it is closed
+	TripSwitched                 // the backend switched protocols for an upgrade: Trip.Conn is the caller's now
+	TripRefused                  // the backend refused the request as full (503 with X-Pool-Full) before doing any work
 )
 
-// trip is the result of a round trip.
-type trip struct {
-	kind tripKind
-	conn *backendConn // tripSwitched: the connection, out of its pool and unwatched
+// Trip is the result of a round trip.
+type Trip struct {
+	Kind TripKind
+	Conn *BackendConn  // TripSwitched: the connection, out of its pool and unwatched
+	Head time.Duration // when the answer's head had come, on the watchdog's clock; 0 when not asked or none came
 }
 
-// roundTrip sends ctx.Request to the backend of pool and reads its response into
+// RoundTrip sends ctx.Request to the backend of p and reads its response into
 // ctx.Response, on a connection the watchdog watches (backend timeout, and the client going
 // away). A backend may answer before it has read the whole request and close (RFC 9112 §9.5:
 // a 413 to a large upload, say): when sending fails so, an answer that came whole is still
 // read and passed on, as the backend's response and not as a failure. An answer without a
 // body (to HEAD, a 204, a 304) retires its connection. A small response is read whole and the
-// connection goes back to the pool at once (tripWhole); a larger one is left in ctx.Response
+// connection goes back to the pool at once (TripWhole); a larger one is left in ctx.Response
 // as a body stream that holds the connection until fasthttp has written it to the client
-// (tripStreamed). A refusal as full is never passed on (tripRefused): its connection is
+// (TripStreamed). A refusal as full is never passed on (TripRefused): its connection is
 // reused when its body was small, else closed unread. up is the request body when it is
 // streamed (nil: buffered in ctx.Request). When upgrade is set (a WebSocket handshake) and the
 // backend answers 101, the connection leaves its pool and the watchdog for the caller
-// (tripSwitched). e gets the time the answer's head took (upstream_ms).
+// (TripSwitched). With timed set, Trip.Head says when the answer's head had come.
 //
-// On failure the error says what went wrong: a *dialError when nothing was sent.
-func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, e *logEntry, up *uploadBody, upgrade bool) (trip, error) {
+// On failure the error says what went wrong: a *DialError when nothing was sent.
+func (p *ConnPool) RoundTrip(ctx *fasthttp.RequestCtx, up Upload, upgrade, timed bool) (Trip, error) {
+	pool := p
 	// A streamed body cannot be sent again, so it never goes out on a kept-alive connection
 	// that the backend may have closed meanwhile.
 	bc, err := pool.get(up != nil)
 	if err != nil {
-		return trip{}, err
+		return Trip{}, err
 	}
 	req, resp := &ctx.Request, &ctx.Response
 	req.URI().DisablePathNormalizing = true
 	if up != nil {
-		up.wc = bc.wc
+		up.SendOn(bc.wc)
 	}
 	if err = req.Write(bc.bw); err == nil {
 		err = bc.bw.Flush()
@@ -104,14 +123,16 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, e *logEntry,
 	// one came whole, is read below like any other, on a connection that is then closed.
 	sendErr := err
 	if sendErr != nil && !mayHaveAnswered(sendErr, up) {
-		return trip{}, bc.fail(sendErr)
+		return Trip{}, bc.fail(sendErr)
 	}
 	// Only now may the watchdog peek at the client connection: a peek waits for the socket's
 	// read lock, which a streamed request body's blocking read holds (and a client that goes
 	// away meanwhile fails that read anyway).
 	bc.wc.setClient(ctx.Conn())
 	if sendErr == nil {
-		p.yieldIfBusy() // the answer takes the backend a wakeup and a turn on a CPU at least
+		if yield := p.shared.yield; yield != nil {
+			yield() // the answer takes the backend a wakeup and a turn on a CPU at least
+		}
 	}
 
 	resp.ResetBody()
@@ -121,7 +142,7 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, e *logEntry,
 			if sendErr != nil {
 				err = sendErr // no answer: the backend broke off the request
 			}
-			return trip{}, bc.fail(err)
+			return Trip{}, bc.fail(err)
 		}
 		code := resp.StatusCode()
 		if code >= 200 || code == 101 {
@@ -129,19 +150,20 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, e *logEntry,
 		}
 		if n == maxInterim {
 			// The final answer is still to come: the connection cannot be used any more.
-			return trip{}, bc.fail(errTooManyInterim)
+			return Trip{}, bc.fail(ErrTooManyInterim)
 		}
 	}
-	if e.on {
-		e.rec.Upstream = p.clock.now() - e.began
+	var headAt time.Duration
+	if timed {
+		headAt = p.clock.Now()
 	}
 	if upgrade && sendErr == nil && resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
 		bc.detach()
-		return trip{kind: tripSwitched, conn: bc}, nil
+		return Trip{Kind: TripSwitched, Conn: bc, Head: headAt}, nil
 	}
-	whole := tripWhole
+	whole := TripWhole
 	if refusedAsFull(resp) {
-		whole = tripRefused
+		whole = TripRefused
 	}
 	head := req.Header.IsHead()
 	length := resp.Header.ContentLength()
@@ -149,29 +171,29 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, e *logEntry,
 	switch planResponse(resp.StatusCode(), head, length) {
 	case respUnusable:
 		bc.close()
-		return trip{}, errUnexpectedSwitch
+		return Trip{Head: headAt}, ErrUnexpectedSwitch
 	case respNoBody:
 		resp.SkipBody = head
 		pool.retire(bc) // never reused: late bytes could pass for the next request's answer
-		return trip{kind: whole}, nil
+		return Trip{Kind: whole, Head: headAt}, nil
 	case respBuffer:
 		if err = resp.ReadBody(bc.br, 0); err != nil {
-			return trip{}, bc.fail(err)
+			return Trip{Head: headAt}, bc.fail(err)
 		}
 	case respStream:
-		if whole == tripRefused {
+		if whole == TripRefused {
 			// Its body is of no use, and the connection cannot be reused without reading it.
 			bc.close()
-			return trip{kind: tripRefused}, nil
+			return Trip{Kind: TripRefused, Head: headAt}, nil
 		}
 		if length == -1 {
 			ch := &bc.chunks
 			ch.Header.SetContentLength(-1)
 			ch.StreamBody = true
 			if err = ch.ReadBody(bc.br, 0); err != nil {
-				return trip{}, bc.fail(err)
+				return Trip{Head: headAt}, bc.fail(err)
 			}
-			bc.body.start(p, pool, bc, ch.BodyStream(), -1, keep, true, nil)
+			bc.body.start(pool, bc, ch.BodyStream(), -1, keep, true, nil)
 		} else {
 			if length < 0 { // until the backend closes: the connection cannot be reused
 				keep = false
@@ -180,19 +202,19 @@ func (p *Proxy) roundTrip(ctx *fasthttp.RequestCtx, pool *connPool, e *logEntry,
 			if length >= 0 {
 				direct = ctx.Conn()
 			}
-			bc.body.start(p, pool, bc, bc.br, int64(length), keep, false, direct)
+			bc.body.start(pool, bc, bc.br, int64(length), keep, false, direct)
 		}
 		if length < 0 {
 			length = -1 // chunked to the client
 		}
 		resp.SetBodyStream(&bc.body, length)
 		resp.ImmediateHeaderFlush = true // a slow body's client sees the answer begin at once
-		return trip{kind: tripStreamed}, nil
+		return Trip{Kind: TripStreamed, Head: headAt}, nil
 	}
 	if keep {
 		pool.put(bc)
 	} else {
 		bc.close()
 	}
-	return trip{kind: whole}, nil
+	return Trip{Kind: whole, Head: headAt}, nil
 }

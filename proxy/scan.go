@@ -159,7 +159,7 @@ func (l *listener) scan(cut []cutConn) ([]cutConn, bool) {
 	defer l.scans.Add(1)
 	lim := l.limits()
 	stopping := l.p.stopping.Load()
-	now := l.p.clock.now()
+	now := l.p.clock.Now()
 	served := 0 // connections fasthttp still serves: all but the hijacked ones
 	l.mu.Lock()
 	for _, c := range l.conns {
@@ -228,7 +228,7 @@ func (l *listener) timedOutHeader(c *clientConn, since time.Duration) {
 	id := accesslog.AppendNewRequestID(e.id[:0], nil)
 	c.write408(id)
 	if p.alog.Enabled() {
-		took := p.clock.now() - since
+		took := p.clock.Now() - since
 		r := &e.rec
 		r.Start = time.Now().Add(-took)
 		r.RequestID, r.ClientIP = id, c.client.text

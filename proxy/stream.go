@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
@@ -14,11 +13,11 @@ import (
 // at once stay cheap.
 const copyBufferSize = 64 << 10
 
-// copyBuffers pools the buffers of streamed bodies. It is safe for concurrent use and must not
+// CopyBuffers pools the buffers of streamed bodies. It is safe for concurrent use and must not
 // be copied.
-type copyBuffers struct{ pool sync.Pool }
+type CopyBuffers struct{ pool sync.Pool }
 
-func (b *copyBuffers) get() *[]byte {
+func (b *CopyBuffers) get() *[]byte {
 	if v, ok := b.pool.Get().(*[]byte); ok {
 		return v
 	}
@@ -26,25 +25,25 @@ func (b *copyBuffers) get() *[]byte {
 	return &buf
 }
 
-func (b *copyBuffers) put(buf *[]byte) { b.pool.Put(buf) }
+func (b *CopyBuffers) put(buf *[]byte) { b.pool.Put(buf) }
 
-// copy copies src to dst through a pooled buffer (see copyBody), as a streamed body's WriteTo
+// copy copies src to dst through a pooled buffer (see CopyBody), as a streamed body's WriteTo
 // does: it returns the bytes written and the error that ended the copy, the writer's or else
 // the reader's.
-func (b *copyBuffers) copy(dst io.Writer, src io.Reader, progress func()) (int64, error) {
+func (b *CopyBuffers) copy(dst io.Writer, src io.Reader, progress func()) (int64, error) {
 	buf := b.get()
 	defer b.put(buf)
-	n, rerr, werr := copyBody(dst, src, *buf, progress)
+	n, rerr, werr := CopyBody(dst, src, *buf, progress)
 	if werr != nil {
 		return n, werr
 	}
 	return n, rerr
 }
 
-// copyBody copies src to dst through buf until src ends (io.EOF, which is not an error here)
+// CopyBody copies src to dst through buf until src ends (io.EOF, which is not an error here)
 // or either side fails; after each piece written it calls progress, if set. It returns the
 // bytes written and the first error of each side, so a caller can tell which one failed.
-func copyBody(dst io.Writer, src io.Reader, buf []byte, progress func()) (n int64, readErr, writeErr error) {
+func CopyBody(dst io.Writer, src io.Reader, buf []byte, progress func()) (n int64, readErr, writeErr error) {
 	for {
 		nr, err := src.Read(buf)
 		if nr > 0 {
@@ -69,17 +68,17 @@ func copyBody(dst io.Writer, src io.Reader, buf []byte, progress func()) (n int6
 	}
 }
 
-// responseBody is a backend's response body streamed to the client: fasthttp's response writer
+// ResponseBody is a backend's response body streamed to the client: fasthttp's response writer
 // reads it (through WriteTo, with a pooled buffer) while it writes the response, and closes it
 // when done, written or not. Close ends the transfer: the backend connection goes back to its
 // pool if the body was read to its end (else it is closed), and then the body's owner, which
 // holds the lease, hears how it ended; so the lease is held until the last byte was handed to
-// the client connection, or the client went away. One lives in each backendConn and serves its
+// the client connection, or the client went away. One lives in each BackendConn and serves its
 // streamed responses in turn. It is used by one goroutine at a time and must not be copied.
-type responseBody struct {
-	p     *Proxy
-	pool  *connPool
-	bc    *backendConn
+type ResponseBody struct {
+	bufs  *CopyBuffers
+	pool  *ConnPool
+	bc    *BackendConn
 	src   io.Reader // the backend connection's reader, or its chunked decoder
 	left  int64     // bytes still to come when the length is known, else -1
 	keep  bool      // the backend keeps the connection alive after this response
@@ -94,28 +93,39 @@ type responseBody struct {
 	detached bool
 	// owner, once set, is told how the transfer ended, by Close; it holds the lease (the
 	// forward handed it over, forward.go). sent counts the body's bytes written to the client;
-	// cut says how a copy that did not reach the end ended (transferWhole while none did).
-	owner bodyOwner
+	// cut says how a copy that did not reach the end ended (TransferWhole while none did).
+	owner BodyOwner
 	sent  int64
-	cut   transfer
+	cut   Transfer
 }
 
-// bodyOwner is what a streamed body's transfer ends for: the request it answers, which
+// BodyOwner is what a streamed body's transfer ends for: the request it answers, which
 // releases its lease, records its duration and logs it.
-type bodyOwner interface {
-	// transferEnded is called once, by Close, after the backend connection was put back or
+type BodyOwner interface {
+	// TransferEnded is called once, by Close, after the backend connection was put back or
 	// closed: sent bytes of the body were written to the client, and t says how it ended.
-	transferEnded(sent int64, t transfer)
+	TransferEnded(sent int64, t Transfer)
 }
 
-func (b *responseBody) start(p *Proxy, pool *connPool, bc *backendConn, src io.Reader, length int64, keep, chunked bool, direct net.Conn) {
-	*b = responseBody{p: p, pool: pool, bc: bc, src: src, left: length, keep: keep, chunk: chunked, direct: direct, open: true}
+func (b *ResponseBody) start(pool *ConnPool, bc *BackendConn, src io.Reader, length int64, keep, chunked bool, direct net.Conn) {
+	*b = ResponseBody{bufs: pool.shared.bufs, pool: pool, bc: bc, src: src, left: length, keep: keep, chunk: chunked, direct: direct, open: true}
+}
+
+// SetOwner makes o the owner, which Close tells how the transfer ended.
+func (b *ResponseBody) SetOwner(o BodyOwner) { b.owner = o }
+
+// DetachFrom takes b out of resp, which holds it as its body stream, without closing it: the
+// body is then relayed on the hijacked client connection, and closed there.
+func (b *ResponseBody) DetachFrom(resp *fasthttp.Response) {
+	b.detached = true
+	resp.ResetBody()
+	b.detached = false
 }
 
 // Read reads the body, stopping at its length when known. A backend that closes before the
 // end is an error (io.ErrUnexpectedEOF), so the client's response is cut rather than passed
 // as complete.
-func (b *responseBody) Read(p []byte) (int, error) {
+func (b *ResponseBody) Read(p []byte) (int, error) {
 	if b.left == 0 {
 		b.done = true
 		return 0, io.EOF
@@ -142,7 +152,7 @@ func (b *responseBody) Read(p []byte) (int, error) {
 }
 
 // SupportsBodyWriteTo lets fasthttp's response writer use WriteTo.
-func (b *responseBody) SupportsBodyWriteTo() bool { return true }
+func (b *ResponseBody) SupportsBodyWriteTo() bool { return true }
 
 // WriteTo copies the body to the client through a pooled buffer, each piece as soon as it has
 // arrived. A chunked body goes through w, fasthttp's chunk writer, which flushes every chunk.
@@ -151,17 +161,17 @@ func (b *responseBody) SupportsBodyWriteTo() bool { return true }
 // would reach the client late. That is sound because the response header has been flushed
 // (ImmediateHeaderFlush) before the body is asked for, and fasthttp only checks the byte count
 // WriteTo returns.
-func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
+func (b *ResponseBody) WriteTo(w io.Writer) (int64, error) {
 	if b.direct != nil {
 		w = b.direct
 	}
-	buf := b.p.bufs.get()
-	defer b.p.bufs.put(buf)
-	n, readErr, writeErr := copyBody(w, b, *buf, nil)
+	buf := b.bufs.get()
+	defer b.bufs.put(buf)
+	n, readErr, writeErr := CopyBody(w, b, *buf, nil)
 	b.sent += n
 	switch {
 	case writeErr != nil:
-		b.cut = transferClientGone
+		b.cut = TransferClientGone
 		return n, writeErr
 	case readErr != nil:
 		wc := b.bc.wc
@@ -172,7 +182,7 @@ func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Close ends the transfer and tells the owner how it ended; only the first call does anything.
-func (b *responseBody) Close() error {
+func (b *ResponseBody) Close() error {
 	if !b.open || b.detached {
 		return nil
 	}
@@ -182,14 +192,14 @@ func (b *responseBody) Close() error {
 		_ = bc.chunks.CloseBodyStream()
 	}
 	reuse := b.done && b.keep
-	*b = responseBody{} // bc may serve another forward as soon as it is back in the pool
+	*b = ResponseBody{} // bc may serve another forward as soon as it is back in the pool
 	if reuse {
 		pool.put(bc)
 	} else {
 		bc.close()
 	}
 	if owner != nil {
-		owner.transferEnded(sent, t)
+		owner.TransferEnded(sent, t)
 	}
 	return nil
 }
@@ -197,70 +207,38 @@ func (b *responseBody) Close() error {
 // streamTransfer is how a streamed body's transfer ended: as its copy was cut, else whole when
 // it was read to its end, else it never got going (the response's head could not be written:
 // the client is gone).
-func streamTransfer(cut transfer, done bool) transfer {
+func streamTransfer(cut Transfer, done bool) Transfer {
 	switch {
-	case cut != transferWhole:
+	case cut != TransferWhole:
 		return cut
 	case done:
-		return transferWhole
+		return TransferWhole
 	}
-	return transferClientGone
+	return TransferClientGone
 }
 
-// errBodyTooLarge ends a streamed request body that grew past proxy.max_request_body.
-var errBodyTooLarge = errors.New("request body over the limit")
+// transfer is how the transfer of a response that outlived the handler ended: a streamed body,
+// a relay to an HTTP/1.0 client, an upgraded connection. TransferWhole also stands for a
+// response the handler answered.
+type Transfer uint8
 
-// uploadBody is a client's request body streamed to a backend: what was already read (a
-// chunked body's first part), then the rest from the client connection. It counts the bytes
-// against proxy.max_request_body, and records a failure to read from the client. At the end
-// of a chunked body it drops the trailer section the server has just read into header, which
-// would otherwise follow the body to the backend unchecked (dropTrailers). It is used by one
-// goroutine at a time.
-type uploadBody struct {
-	p         *Proxy
-	header    *fasthttp.RequestHeader // the request's: the server adds a trailer section to it
-	prefix    []byte                  // read from the client before the body was planned
-	src       io.Reader               // the server's stream of the rest of the body
-	read      int64
-	limit     int64      // proxy.max_request_body; 0: none
-	wc        *watchConn // the backend connection written to: waits for the client don't count against it
-	clientErr error      // reading from the client failed, or the body grew over the limit
-	tooLarge  bool       // the body grew over the limit
-}
+const (
+	TransferWhole          Transfer = iota // sent whole
+	TransferClientGone                     // the client went away, or could not be written to
+	TransferBackendError                   // the backend broke off the body
+	TransferBackendTimeout                 // the backend went silent for proxy.backend_timeout
+	TransferUpgradeClosed                  // an upgraded connection closed, by either side
+)
 
-func (u *uploadBody) Read(p []byte) (int, error) {
-	var n int
-	var err error
-	if len(u.prefix) > 0 {
-		n = copy(p, u.prefix)
-		u.prefix = u.prefix[n:]
-	} else {
-		n, err = u.src.Read(p)
+// backendTransfer is how a streamed body ended that could not be read from its backend
+// connection to the end: the watchdog closed it because the client went away (gone), or
+// because the backend was silent for the backend timeout (cut), or the backend failed.
+func backendTransfer(gone, cut bool) Transfer {
+	switch {
+	case gone:
+		return TransferClientGone
+	case cut:
+		return TransferBackendTimeout
 	}
-	u.read += int64(n)
-	if u.limit > 0 && u.read > u.limit {
-		u.tooLarge = true
-		u.clientErr = errBodyTooLarge
-		return 0, errBodyTooLarge
-	}
-	if err == io.EOF && u.header != nil {
-		dropTrailers(u.header)
-	}
-	if err != nil && err != io.EOF {
-		u.clientErr = err
-	}
-	return n, err
-}
-
-// SupportsBodyWriteTo lets fasthttp's request writer use WriteTo.
-func (u *uploadBody) SupportsBodyWriteTo() bool { return true }
-
-// WriteTo copies the body to the backend through a pooled buffer; the backend timeout runs
-// only while a piece is being written.
-func (u *uploadBody) WriteTo(w io.Writer) (int64, error) {
-	var progress func()
-	if u.wc != nil {
-		progress = u.wc.awaitClient
-	}
-	return u.p.bufs.copy(w, u, progress)
+	return TransferBackendError
 }

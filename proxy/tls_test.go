@@ -288,7 +288,7 @@ func TestTLSClientGoneEndsForward(t *testing.T) {
 // several checks to answer.
 func TestTLSClientCheckIgnoresLiveClients(t *testing.T) {
 	e := newTLSEnv(t, func(ctx *fasthttp.RequestCtx) {
-		deadline := time.NewTimer(5 * clientCheckEvery * watchdogTick)
+		deadline := time.NewTimer(5 * ClientCheckEvery * WatchdogTick)
 		<-deadline.C
 		ctx.SetBodyString("late but fine")
 	}, func(*configs.Proxy) {})

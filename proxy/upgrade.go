@@ -100,13 +100,13 @@ func answerUpgradeUnsupported(ctx *fasthttp.RequestCtx) {
 }
 
 // startUpgrade takes over a forward whose backend answered 101 to a WebSocket upgrade: the
-// backend connection (already out of the watchdog's care, roundTrip) and the lease now belong
+// backend connection (already out of the watchdog's care, RoundTrip) and the lease now belong
 // to an upgradeSession, which fasthttp runs once the handler returns (ctx.Hijack, with no
 // response of its own: the session writes the backend's 101). The client connection leaves the
 // client timeouts for the session's own upgrade_idle_timeout. The request's log entry e goes to
 // the session too, which finishes it when it ends: the caller must not touch e once
 // startUpgrade has been called.
-func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease balancer.Lease, e *logEntry) {
+func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *BackendConn, lease balancer.Lease, e *logEntry) {
 	h := &ctx.Response.Header
 	protocol := append([]byte(nil), h.Peek(headerUpgrade)...)
 	stripResponseHeaders(h)
@@ -141,7 +141,7 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease ba
 // concurrent use and must not be copied.
 type upgradeSession struct {
 	p     *Proxy
-	bc    *backendConn
+	bc    *BackendConn
 	lease balancer.Lease
 	head  []byte        // the backend's 101, as passed on
 	idle  time.Duration // proxy.upgrade_idle_timeout; 0: none
@@ -190,11 +190,11 @@ func (s *upgradeSession) serve(client net.Conn) {
 	go func() {
 		defer close(done)
 		buf := make([]byte, upgradeBufferSize)
-		s.in, _, _ = copyBody(s.bc.wc, client, buf, s.touch)
+		s.in, _, _ = CopyBody(s.bc, client, buf, s.touch)
 		s.close()
 	}()
 	buf := make([]byte, upgradeBufferSize)
-	s.out, _, _ = copyBody(client, s.bc.br, buf, s.touch)
+	s.out, _, _ = CopyBody(client, s.bc, buf, s.touch)
 	s.close()
 	<-done
 }
@@ -207,12 +207,12 @@ func (s *upgradeSession) abandon() {
 }
 
 // touch records traffic.
-func (s *upgradeSession) touch() { s.last.Store(int64(s.p.clock.now())) }
+func (s *upgradeSession) touch() { s.last.Store(int64(s.p.clock.Now())) }
 
 // checkIdle runs when the idle timer fires: it closes a session without traffic for idle, and
 // otherwise sets the timer for the time left.
 func (s *upgradeSession) checkIdle() {
-	quiet := s.p.clock.now() - time.Duration(s.last.Load())
+	quiet := s.p.clock.Now() - time.Duration(s.last.Load())
 	if quiet >= s.idle {
 		s.p.connMetrics.upgradeIdleTimeouts.Inc()
 		s.close()
@@ -239,7 +239,7 @@ func (s *upgradeSession) close() {
 	if timer != nil {
 		timer.Stop()
 	}
-	s.bc.close()
+	s.bc.Close()
 	switch {
 	case s.cc != nil:
 		_ = s.cc.Close()
@@ -254,7 +254,7 @@ func (s *upgradeSession) end() {
 	s.lease.Release()
 	s.p.upgrades.remove(s)
 	if s.entry != nil {
-		s.p.finishTransfer(s.entry, s.p.clock.now(), s.in, s.out, transferUpgradeClosed)
+		s.p.finishTransfer(s.entry, s.p.clock.Now(), s.in, s.out, TransferUpgradeClosed)
 		s.entry = nil
 	}
 }
