@@ -11,6 +11,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/upstream"
 )
 
 // TestHandlerAllocs guards the request path: routing, lease, header rewriting, forwarding on
@@ -142,7 +143,7 @@ func TestBodilessAnswerAllocs(t *testing.T) {
 			}
 			runtime.ReadMemStats(&after)
 			perRequest := (after.TotalAlloc - before.TotalAlloc) / n
-			if limit := uint64(ReadBufferSize); perRequest >= limit {
+			if limit := uint64(upstream.ReadBufferSize); perRequest >= limit {
 				t.Errorf("a %s request allocates %d bytes, want fewer than %d: the connection's buffers are not reused", tt.name, perRequest, limit)
 			}
 			t.Logf("%s: %.1f allocations, %d bytes per request (backend included)", tt.name, float64(after.Mallocs-before.Mallocs)/n, perRequest)

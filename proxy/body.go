@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/proxy/upstream"
 )
 
 // bodyPlan is how a client request's body is forwarded.
@@ -78,8 +79,8 @@ func (p *Proxy) planBody(ctx *fasthttp.RequestCtx, pc *configs.Proxy) (*uploadBo
 func (p *Proxy) probeBody(ctx *fasthttp.RequestCtx, pc *configs.Proxy) (*uploadBody, outcome) {
 	req := &ctx.Request
 	src := req.BodyStream()
-	buf := p.bufs.get()
-	defer p.bufs.put(buf)
+	buf := p.bufs.Get()
+	defer p.bufs.Put(buf)
 	var read []byte
 	for len(read) <= pc.BufferRequestBody {
 		n, err := src.Read(*buf)
@@ -118,10 +119,10 @@ type uploadBody struct {
 	prefix    []byte                  // read from the client before the body was planned
 	src       io.Reader               // the server's stream of the rest of the body
 	read      int64
-	limit     int64      // proxy.max_request_body; 0: none
-	wc        *WatchConn // the backend connection written to: waits for the client don't count against it
-	clientErr error      // reading from the client failed, or the body grew over the limit
-	tooLarge  bool       // the body grew over the limit
+	limit     int64               // proxy.max_request_body; 0: none
+	wc        *upstream.WatchConn // the backend connection written to: waits for the client don't count against it
+	clientErr error               // reading from the client failed, or the body grew over the limit
+	tooLarge  bool                // the body grew over the limit
 }
 
 func (u *uploadBody) Read(p []byte) (int, error) {
@@ -149,7 +150,7 @@ func (u *uploadBody) Read(p []byte) (int, error) {
 }
 
 // SendOn records the backend connection the body is written to (upstream.Upload).
-func (u *uploadBody) SendOn(c *WatchConn) { u.wc = c }
+func (u *uploadBody) SendOn(c *upstream.WatchConn) { u.wc = c }
 
 // ClientFailed reports whether reading the body from the client failed (upstream.Upload).
 func (u *uploadBody) ClientFailed() bool { return u.clientErr != nil }
@@ -164,5 +165,5 @@ func (u *uploadBody) WriteTo(w io.Writer) (int64, error) {
 	if u.wc != nil {
 		progress = u.wc.AwaitClient
 	}
-	return u.p.bufs.copy(w, u, progress)
+	return u.p.bufs.Copy(w, u, progress)
 }

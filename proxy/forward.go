@@ -8,6 +8,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/proxy/upstream"
 )
 
 // A forward takes a request from its route to an answer, as a small state machine: each step
@@ -307,7 +308,7 @@ func (f *forwarding) send(lease balancer.Lease, snap *balancer.Snapshot) outcome
 		// which requires one.
 		ctx.Request.SetHost(lease.Backend.Address)
 	}
-	var up Upload // nil, not a nil *uploadBody, when the body is buffered
+	var up upstream.Upload // nil, not a nil *uploadBody, when the body is buffered
 	if f.up != nil {
 		up = f.up
 	}
@@ -315,7 +316,7 @@ func (f *forwarding) send(lease balancer.Lease, snap *balancer.Snapshot) outcome
 	if res.Head > 0 {
 		e.rec.Upstream = res.Head - e.began
 	}
-	if res.Kind == TripSwitched {
+	if res.Kind == upstream.TripSwitched {
 		p.bal.Report(balancer.Result{Outcome: balancer.Answered, App: app, Lease: lease, Code: fasthttp.StatusSwitchingProtocols})
 		p.startUpgrade(ctx, res.Conn, f.held.handOver(), e)
 	}
@@ -323,17 +324,17 @@ func (f *forwarding) send(lease balancer.Lease, snap *balancer.Snapshot) outcome
 		p.afterDo() // tests only
 	}
 	switch res.Kind {
-	case TripSwitched:
+	case upstream.TripSwitched:
 		return outcomeUpgraded
-	case TripRefused:
+	case upstream.TripRefused:
 		p.bal.Report(balancer.Result{Outcome: balancer.RefusedFull, App: app, Lease: lease})
 		e.rec.Refusals++
 		f.held.release()
 		return outcomeFull
-	case TripWhole, TripStreamed:
+	case upstream.TripWhole, upstream.TripStreamed:
 		p.bal.Report(balancer.Result{Outcome: balancer.Answered, App: app, Lease: lease, Code: ctx.Response.StatusCode()})
 		relayResponse(&ctx.Response.Header, lease.Backend.ID, lease.Pool, e.rec.RequestID)
-		if res.Kind == TripWhole {
+		if res.Kind == upstream.TripWhole {
 			f.held.release()
 		}
 		return outcomeOK
@@ -367,7 +368,7 @@ func (f *forwarding) send(lease balancer.Lease, snap *balancer.Snapshot) outcome
 func (f *forwarding) relay(http10 bool) forwardEnd {
 	p, ctx, e := f.p, f.ctx, f.e
 	e.outcome = outcomeOK
-	b, streamed := ctx.Response.BodyStream().(*ResponseBody)
+	b, streamed := ctx.Response.BodyStream().(*upstream.ResponseBody)
 	if streamed {
 		e.handOver(ctx, f.held.handOver(), p.requests.of(f.snap, f.app))
 		b.SetOwner(e) // last: an HTTP/1.0 relay may end the stream from now on

@@ -37,7 +37,7 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	default:
 		switch p.forwardSafely(ctx, snap, app, e) {
 		case endStreamed:
-			// A streamed body: its end records the duration (stream.go), and finishes e.
+			// A streamed body: its end records the duration (upstream.ResponseBody), and finishes e.
 			if p.stopping.Load() {
 				ctx.SetConnectionClose()
 			}

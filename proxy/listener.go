@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"pollbal/internal/latch"
+	"pollbal/proxy/indexed"
 )
 
 // Accept back-off after a failed Accept (out of descriptors, of buffers…): doubled from
@@ -155,14 +156,14 @@ func (l *listener) track(nc net.Conn) *clientConn {
 		return nil
 	}
 	c.rec = record{since: l.p.clock.Now()}
-	l.conns = AppendIndexed(l.conns, c)
+	l.conns = indexed.Append(l.conns, c)
 	return c
 }
 
 // forget removes c from the scanned set and the open count; it runs once per connection.
 func (l *listener) forget(c *clientConn) {
 	l.mu.Lock()
-	l.conns = RemoveIndexed(l.conns, c)
+	l.conns = indexed.Remove(l.conns, c)
 	l.mu.Unlock()
 	l.p.open.Add(-1)
 }

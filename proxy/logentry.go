@@ -10,6 +10,7 @@ import (
 	"pollbal/accesslog"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/proxy/upstream"
 )
 
 // logEntry is one request's access-log record, with what the data plane needs to finish it.
@@ -188,7 +189,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, e *logEntry, took time.Duration
 		r.BytesIn = requestBodyBytes(ctx, e.upload)
 		r.BytesOut = responseBodyBytes(ctx)
 		r.Duration = took
-		r.End = endOf(e.outcome, own && !gone, TransferWhole, clientTimedOut(e.client))
+		r.End = endOf(e.outcome, own && !gone, upstream.TransferWhole, clientTimedOut(e.client))
 		p.alog.Log(r)
 	}
 	p.entries.put(e)
@@ -213,7 +214,7 @@ func (e *logEntry) recordAnswer(ctx *fasthttp.RequestCtx) {
 
 // TransferEnded ends the request whose streamed body was sent, or broken off (BodyOwner): the
 // lease goes back, the request's duration is recorded, and the entry is finished.
-func (e *logEntry) TransferEnded(sent int64, t Transfer) {
+func (e *logEntry) TransferEnded(sent int64, t upstream.Transfer) {
 	e.lease.Release()
 	p := e.p
 	now := p.clock.Now()
@@ -224,7 +225,7 @@ func (e *logEntry) TransferEnded(sent int64, t Transfer) {
 // finishTransfer ends the entry of a response whose transfer outlived the handler, now, on
 // p.clock: out bytes of the response body were sent (and, for an upgraded connection, in
 // bytes of the client's), and t says how the transfer ended. The entry goes back to the pool.
-func (p *Proxy) finishTransfer(e *logEntry, now time.Duration, in, out int64, t Transfer) {
+func (p *Proxy) finishTransfer(e *logEntry, now time.Duration, in, out int64, t upstream.Transfer) {
 	if e.on {
 		r := &e.rec
 		r.BytesIn += in
@@ -278,19 +279,19 @@ func ownReason(h *fasthttp.ResponseHeader) string {
 // cut off), a failure (502, a body broken off). Then pollbal: every other answer it made
 // itself is refused (404, 405, 400, 413, 501, 503…; its reason says why). Else the response
 // went out whole: ok, or upgrade_closed for an upgraded connection.
-func endOf(o outcome, own bool, t Transfer, timedOut bool) accesslog.End {
+func endOf(o outcome, own bool, t upstream.Transfer, timedOut bool) accesslog.End {
 	switch {
-	case t == TransferUpgradeClosed:
+	case t == upstream.TransferUpgradeClosed:
 		return accesslog.EndUpgradeClosed
-	case o == outcomeClientGone || o == outcomeLeftQueue || t == TransferClientGone:
+	case o == outcomeClientGone || o == outcomeLeftQueue || t == upstream.TransferClientGone:
 		if timedOut {
 			return accesslog.EndClientTimeout
 		}
 		return accesslog.EndClientGone
-	case o == outcomeTimeout || t == TransferBackendTimeout:
+	case o == outcomeTimeout || t == upstream.TransferBackendTimeout:
 		return accesslog.EndBackendTimeout
 	case o == outcomeNotSent || o == outcomeConnFailed || o == outcomeBadResponse ||
-		t == TransferBackendError:
+		t == upstream.TransferBackendError:
 		return accesslog.EndBackendError
 	case own:
 		return accesslog.EndRefused

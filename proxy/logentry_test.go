@@ -17,6 +17,7 @@ import (
 	"pollbal/configs"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
+	"pollbal/proxy/upstream"
 )
 
 func TestEndOf(t *testing.T) {
@@ -24,12 +25,12 @@ func TestEndOf(t *testing.T) {
 		name     string
 		o        outcome
 		own      bool
-		t        Transfer
+		t        upstream.Transfer
 		timedOut bool
 		want     accesslog.End
 	}{
 		{name: "a backend's answer sent whole", o: outcomeOK, want: accesslog.EndOK},
-		{name: "a streamed body sent whole", o: outcomeOK, t: TransferWhole, want: accesslog.EndOK},
+		{name: "a streamed body sent whole", o: outcomeOK, t: upstream.TransferWhole, want: accesslog.EndOK},
 		{name: "404 no_app, 405, 400, 501 (no forward)", o: outcomeOK, own: true, want: accesslog.EndRefused},
 		{name: "503 pool_exhausted", o: outcomeNoCandidate, own: true, want: accesslog.EndRefused},
 		{name: "503 pool_exhausted after refusals as full", o: outcomeFull, own: true, want: accesslog.EndRefused},
@@ -44,13 +45,13 @@ func TestEndOf(t *testing.T) {
 		{name: "client left during the forward", o: outcomeClientGone, want: accesslog.EndClientGone},
 		{name: "client failed sending its body (answered 400)", o: outcomeClientGone, own: true, want: accesslog.EndClientGone},
 		{name: "client cut for client_timeout sending its body", o: outcomeClientGone, own: true, timedOut: true, want: accesslog.EndClientTimeout},
-		{name: "stream cut: client gone", o: outcomeOK, t: TransferClientGone, want: accesslog.EndClientGone},
-		{name: "stream cut: client_timeout", o: outcomeOK, t: TransferClientGone, timedOut: true, want: accesslog.EndClientTimeout},
-		{name: "stream cut: backend broke off", o: outcomeOK, t: TransferBackendError, want: accesslog.EndBackendError},
-		{name: "stream cut: backend silent", o: outcomeOK, t: TransferBackendTimeout, want: accesslog.EndBackendTimeout},
+		{name: "stream cut: client gone", o: outcomeOK, t: upstream.TransferClientGone, want: accesslog.EndClientGone},
+		{name: "stream cut: client_timeout", o: outcomeOK, t: upstream.TransferClientGone, timedOut: true, want: accesslog.EndClientTimeout},
+		{name: "stream cut: backend broke off", o: outcomeOK, t: upstream.TransferBackendError, want: accesslog.EndBackendError},
+		{name: "stream cut: backend silent", o: outcomeOK, t: upstream.TransferBackendTimeout, want: accesslog.EndBackendTimeout},
 		{name: "a timed-out connection's whole answer", o: outcomeOK, timedOut: true, want: accesslog.EndOK},
-		{name: "upgraded connection closed", o: outcomeOK, t: TransferUpgradeClosed, want: accesslog.EndUpgradeClosed},
-		{name: "upgraded connection closed by a client timeout", o: outcomeOK, t: TransferUpgradeClosed, timedOut: true, want: accesslog.EndUpgradeClosed},
+		{name: "upgraded connection closed", o: outcomeOK, t: upstream.TransferUpgradeClosed, want: accesslog.EndUpgradeClosed},
+		{name: "upgraded connection closed by a client timeout", o: outcomeOK, t: upstream.TransferUpgradeClosed, timedOut: true, want: accesslog.EndUpgradeClosed},
 	}
 	for _, tt := range tests {
 		if got := endOf(tt.o, tt.own, tt.t, tt.timedOut); got != tt.want {
@@ -366,7 +367,7 @@ func TestAccessLogLines(t *testing.T) {
 			map[string]any{"status": 400, "reason": reasonBadRequest, "end": "refused", "attempts": 0}},
 		{"malformed (the server's error handler)", rawExchange(t, e.ln, "GET / HTTP/1.1\r\nHost: shop.test\r\nno colon here\r\n\r\n"),
 			map[string]any{"status": 400, "reason": reasonBadRequest, "end": "refused"}},
-		{"headers too large", rawExchange(t, e.ln, "GET / HTTP/1.1\r\nHost: shop.test\r\nX-Big: "+strings.Repeat("b", ReadBufferSize)+"\r\n\r\n"),
+		{"headers too large", rawExchange(t, e.ln, "GET / HTTP/1.1\r\nHost: shop.test\r\nX-Big: "+strings.Repeat("b", upstream.ReadBufferSize)+"\r\n\r\n"),
 			map[string]any{"status": 431, "reason": reasonHeadersTooLarge, "end": "refused"}},
 		{"Expect: 100-continue over the limit", rawExchange(t, e.ln, "PUT / HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"),
 			map[string]any{"status": 413, "reason": reasonBodyTooLarge, "end": "refused", "method": "PUT", "bytes_in": 0, "app": "shop"}},

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/proxy/upstream"
 )
 
 // outcome is how one step of a forward ended (forward.go): a try, a retry or a wait in the queue.
@@ -36,14 +37,14 @@ func classify(err error) outcome {
 	if err == nil {
 		return outcomeOK
 	}
-	var de *DialError
+	var de *upstream.DialError
 	if errors.As(err, &de) {
 		return outcomeNotSent
 	}
-	if errors.Is(err, ErrClientGone) {
+	if errors.Is(err, upstream.ErrClientGone) {
 		return outcomeClientGone
 	}
-	if errors.Is(err, ErrUnexpectedSwitch) || errors.Is(err, ErrTooManyInterim) {
+	if errors.Is(err, upstream.ErrUnexpectedSwitch) || errors.Is(err, upstream.ErrTooManyInterim) {
 		return outcomeBadResponse
 	}
 	if errors.Is(err, fasthttp.ErrTimeout) {

@@ -19,6 +19,7 @@ import (
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/defaults"
+	"pollbal/proxy/upstream"
 )
 
 // Options configure a Proxy.
@@ -36,10 +37,10 @@ type Options struct {
 type Proxy struct {
 	bal       *balancer.Balancer
 	log       *slog.Logger
-	upstreams *Pools
-	watch     *Watchdog   // enforces proxy.backend_timeout on backend connections
-	bufs      CopyBuffers // carry streamed bodies
-	clock     MonoClock   // times requests
+	upstreams *upstream.Pools
+	watch     *upstream.Watchdog   // enforces proxy.backend_timeout on backend connections
+	bufs      upstream.CopyBuffers // carry streamed bodies
+	clock     upstream.MonoClock   // times requests
 	srv       *fasthttp.Server
 	alog      *accesslog.Logger // nil: off
 	entries   logEntries        // the requests' access-log entries
@@ -87,7 +88,7 @@ func New(o Options) (*Proxy, error) {
 		bal:   bal,
 		log:   o.Logger,
 		alog:  o.AccessLog,
-		clock: NewMonoClock(),
+		clock: upstream.NewMonoClock(),
 		procs: int64(runtime.GOMAXPROCS(0)),
 	}
 	open := func() float64 { return float64(p.open.Load()) }
@@ -102,8 +103,8 @@ func New(o Options) (*Proxy, error) {
 	if p.requests, err = newRequestMetrics(bal, o.Registerer); err != nil {
 		return nil, err
 	}
-	p.watch = NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, clientGone)
-	p.upstreams = NewPools(bal, p.watch, &p.bufs, p.yieldIfBusy)
+	p.watch = upstream.NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, clientGone)
+	p.upstreams = upstream.NewPools(bal, p.watch, &p.bufs, p.yieldIfBusy)
 	p.srv = &fasthttp.Server{
 		Handler:            p.Handler,
 		ErrorHandler:       p.errorHandler,
@@ -115,7 +116,7 @@ func New(o Options) (*Proxy, error) {
 		// Bodies over proxy.buffer_request_body reach the handler as streams (body.go).
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		ReadBufferSize:               ReadBufferSize,
+		ReadBufferSize:               upstream.ReadBufferSize,
 		NoDefaultServerHeader:        true,
 		NoDefaultDate:                true,
 		NoDefaultContentType:         true,

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pollbal/proxy/upstream"
+
 	"github.com/valyala/fasthttp"
 )
 
@@ -18,7 +20,7 @@ import (
 // accepts no byte for that long ends it, as it would any other response, which e, the
 // request's entry that the stream owns, records.
 func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, e *logEntry, clientTimeout time.Duration) {
-	b, ok := ctx.Response.BodyStream().(*ResponseBody)
+	b, ok := ctx.Response.BodyStream().(*upstream.ResponseBody)
 	if !ok {
 		return
 	}
@@ -58,7 +60,7 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, e *logEntry, clientTim
 // relay is a response waiting for its relay to an HTTP/1.0 client (relayUntilClose): either
 // the hijack handler or the client connection's Close claims it, and only the first one runs.
 type relay struct {
-	b       *ResponseBody
+	b       *upstream.ResponseBody
 	claimed atomic.Bool
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/upstream"
 )
 
 func TestPlanRequestBody(t *testing.T) {
@@ -43,31 +44,6 @@ func TestPlanRequestBody(t *testing.T) {
 			}
 		})
 	}
-}
-
-// failingIO fails its Read or Write after n bytes.
-type failingIO struct {
-	n   int
-	err error
-}
-
-func (f *failingIO) Read(p []byte) (int, error) {
-	if f.n == 0 {
-		return 0, f.err
-	}
-	k := min(len(p), f.n)
-	f.n -= k
-	return k, nil
-}
-
-func (f *failingIO) Write(p []byte) (int, error) {
-	if f.n < len(p) {
-		k := f.n
-		f.n = 0
-		return k, f.err
-	}
-	f.n -= len(p)
-	return len(p), nil
 }
 
 // pattern is n bytes of a repeating pattern, generated on demand.
@@ -345,7 +321,7 @@ func TestClientCheckIgnoresLiveClients(t *testing.T) {
 	var waited atomic.Int64
 	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
-		deadline := time.NewTimer(5 * ClientCheckEvery * WatchdogTick)
+		deadline := time.NewTimer(5 * upstream.ClientCheckEvery * upstream.WatchdogTick)
 		<-deadline.C
 		waited.Store(int64(time.Since(start)))
 		ctx.SetBodyString("late but fine")
@@ -586,12 +562,12 @@ func TestRelayThatNeverStartsReleasesItsLease(t *testing.T) {
 	e.waitIdle()
 }
 
-// Regression: after maxInterim informational responses the next one was taken for the final
+// Regression: after MaxInterim informational responses the next one was taken for the final
 // answer and passed on as such, and the backend connection, its real answer still to come,
 // went back to the pool, where the next request would have read that answer as its own. Too
 // many informational responses are now a bad response.
 func TestTooManyInformationalResponses(t *testing.T) {
-	addr, _ := rawBackendAddr(t, strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", maxInterim+1)+
+	addr, _ := rawBackendAddr(t, strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", upstream.MaxInterim+1)+
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr}})
 	e := newEnv(t, cfg, "b1")

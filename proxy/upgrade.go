@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/proxy/upstream"
 )
 
 // Header names of an upgrade.
@@ -106,7 +107,7 @@ func answerUpgradeUnsupported(ctx *fasthttp.RequestCtx) {
 // client timeouts for the session's own upgrade_idle_timeout. The request's log entry e goes to
 // the session too, which finishes it when it ends: the caller must not touch e once
 // startUpgrade has been called.
-func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *BackendConn, lease balancer.Lease, e *logEntry) {
+func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *upstream.BackendConn, lease balancer.Lease, e *logEntry) {
 	h := &ctx.Response.Header
 	protocol := append([]byte(nil), h.Peek(headerUpgrade)...)
 	stripResponseHeaders(h)
@@ -141,7 +142,7 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *BackendConn, lease ba
 // concurrent use and must not be copied.
 type upgradeSession struct {
 	p     *Proxy
-	bc    *BackendConn
+	bc    *upstream.BackendConn
 	lease balancer.Lease
 	head  []byte        // the backend's 101, as passed on
 	idle  time.Duration // proxy.upgrade_idle_timeout; 0: none
@@ -190,11 +191,11 @@ func (s *upgradeSession) serve(client net.Conn) {
 	go func() {
 		defer close(done)
 		buf := make([]byte, upgradeBufferSize)
-		s.in, _, _ = CopyBody(s.bc, client, buf, s.touch)
+		s.in, _, _ = upstream.CopyBody(s.bc, client, buf, s.touch)
 		s.close()
 	}()
 	buf := make([]byte, upgradeBufferSize)
-	s.out, _, _ = CopyBody(client, s.bc, buf, s.touch)
+	s.out, _, _ = upstream.CopyBody(client, s.bc, buf, s.touch)
 	s.close()
 	<-done
 }
@@ -254,7 +255,7 @@ func (s *upgradeSession) end() {
 	s.lease.Release()
 	s.p.upgrades.remove(s)
 	if s.entry != nil {
-		s.p.finishTransfer(s.entry, s.p.clock.Now(), s.in, s.out, TransferUpgradeClosed)
+		s.p.finishTransfer(s.entry, s.p.clock.Now(), s.in, s.out, upstream.TransferUpgradeClosed)
 		s.entry = nil
 	}
 }

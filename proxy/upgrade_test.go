@@ -250,7 +250,7 @@ func TestUpgradeAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc, err := e.p.upstreams.Get(snap, lease.Backend).get(true)
+	bc, err := e.p.upstreams.Get(snap, lease.Backend).Get(true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,9 +126,8 @@ func TestPoolsFollowTheBalancer(t *testing.T) {
 	if n := stay.dials(); n != 1 {
 		t.Errorf("%d connections to the backend that stayed, want 1 (its idle one reused)", n)
 	}
-	tbl := e.p.upstreams.t.Load()
-	if tbl.cfg != cur.Config() || len(tbl.pools) != 2 || tbl.pools[stayB] != stayPool {
-		t.Errorf("table after the reload: config current %v, %d pools, want the current config's two pools", tbl.cfg == cur.Config(), len(tbl.pools))
+	if built, pools := e.p.upstreams.Built(); built != cur.Config() || pools != 2 {
+		t.Errorf("table after the reload: config current %v, %d pools, want the current config's two pools", built == cur.Config(), pools)
 	}
 	if n := leavePool.IdleCount(); n != 0 {
 		t.Errorf("%d idle connections kept to the removed backend, want 0", n)
@@ -145,7 +144,7 @@ func TestPoolsFollowTheBalancer(t *testing.T) {
 	if n := leave.dials(); n != 2 {
 		t.Errorf("%d connections to the removed backend, want 2 (the request on the old snapshot dialled its own)", n)
 	}
-	if got := e.p.upstreams.t.Load(); got != tbl {
+	if built, pools := e.p.upstreams.Built(); built != cur.Config() || pools != 2 {
 		t.Error("a request on the old snapshot replaced the current table")
 	}
 	e.waitIdle()

@@ -12,6 +12,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/upstream"
 )
 
 // connBackend is a backend that records the connections its requests came on. "/stall" never
@@ -109,7 +110,7 @@ func TestWatchdogTimeout(t *testing.T) {
 			}
 			elapsed := time.Since(start)
 			t.Logf("answered or cut after %v", elapsed)
-			if limit := timeout + 2*WatchdogTick + slack; elapsed < timeout || elapsed > limit {
+			if limit := timeout + 2*upstream.WatchdogTick + slack; elapsed < timeout || elapsed > limit {
 				t.Errorf("answered after %v, want between %v and %v", elapsed, timeout, limit)
 			}
 			if n := slow.connCount(); n != tt.wantConns {
@@ -147,7 +148,7 @@ func TestWatchdogKeepsIdleConnections(t *testing.T) {
 				// Idle for well past the timeout, over several scans.
 				idleSince, scans := time.Now(), e.p.watch.Scans()
 				testproc.WaitFor(t, 10*time.Second, "the watchdog to scan past the timeout", func() bool {
-					return time.Since(idleSince) > timeout+3*WatchdogTick && e.p.watch.Scans() >= scans+4
+					return time.Since(idleSince) > timeout+3*upstream.WatchdogTick && e.p.watch.Scans() >= scans+4
 				})
 				watched, _ := e.p.watch.Watched()
 				if watched != 1 {

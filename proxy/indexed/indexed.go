@@ -1,21 +1,21 @@
-package proxy
+package indexed
 
-// indexed is an element of a slice that keeps its own position in it, so that the scanners
+// Item is an element of a slice that keeps its own position in it, so that the scanners
 // (the listener's over client connections, the watchdog's over backend ones) add and remove
 // connections in O(1).
-type indexed interface {
+type Item interface {
 	Position() *int
 }
 
-// AppendIndexed appends e to s and records its position.
-func AppendIndexed[E indexed](s []E, e E) []E {
+// Append appends e to s and records its position.
+func Append[E Item](s []E, e E) []E {
 	*e.Position() = len(s)
 	return append(s, e)
 }
 
-// RemoveIndexed removes e from s by moving the last element into its place, marks e as
+// Remove removes e from s by moving the last element into its place, marks e as
 // removed (-1) and returns the shorter slice. Removing a removed e does nothing.
-func RemoveIndexed[E indexed](s []E, e E) []E {
+func Remove[E Item](s []E, e E) []E {
 	i := *e.Position()
 	if i < 0 {
 		return s

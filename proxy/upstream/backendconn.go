@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bufio"
@@ -71,13 +71,13 @@ func newConnPool(addr string, w *Watchdog, s *shared) *ConnPool {
 	return &ConnPool{addr: addr, watch: w, shared: s, clock: w.clock}
 }
 
-// get returns an idle connection, the most recently used first, or dials a new one when none is
+// Get returns an idle connection, the most recently used first, or dials a new one when none is
 // idle or fresh is set. A dial error is a *DialError.
 //
 // Every idle connection is one whose last response was framed by its own length or chunks and
 // read to its end: a connection whose answer had no body by definition (to HEAD, a 204, a 304)
 // is never pooled (see retire), nor one with bytes past its response (see put).
-func (p *ConnPool) get(fresh bool) (*BackendConn, error) {
+func (p *ConnPool) Get(fresh bool) (*BackendConn, error) {
 	if !fresh {
 		p.mu.Lock()
 		if n := len(p.idle); n > 0 {
@@ -202,7 +202,7 @@ func (p *ConnPool) closeIdle(retire bool) {
 	}
 }
 
-// idleCount is the number of idle connections (for tests).
+// IdleCount is the number of idle connections (for tests).
 func (p *ConnPool) IdleCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bytes"
@@ -101,4 +101,29 @@ func TestStreamTransfer(t *testing.T) {
 			t.Errorf("backendTransfer(gone %v, cut %v) = %d, want %d", tt.gone, tt.cut, got, tt.want)
 		}
 	}
+}
+
+// failingIO fails its Read or Write after n bytes.
+type failingIO struct {
+	n   int
+	err error
+}
+
+func (f *failingIO) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, f.err
+	}
+	k := min(len(p), f.n)
+	f.n -= k
+	return k, nil
+}
+
+func (f *failingIO) Write(p []byte) (int, error) {
+	if f.n < len(p) {
+		k := f.n
+		f.n = 0
+		return k, f.err
+	}
+	f.n -= len(p)
+	return len(p), nil
 }

@@ -1,10 +1,12 @@
-package proxy
+package upstream
 
 import (
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"pollbal/proxy/indexed"
 )
 
 // WatchdogTick is how often the watchdog scans the backend connections. A forward that has
@@ -13,7 +15,7 @@ import (
 // never cut earlier.
 const WatchdogTick = 25 * time.Millisecond
 
-// watchdog enforces proxy.backend_timeout on backend connections without per-request
+// Watchdog enforces proxy.backend_timeout on backend connections without per-request
 // deadlines: each connection marks, with one atomic store, when a request starts on it (its
 // first Write after a response arrived) and when response data arrives (a Read that returns
 // bytes), and the watchdog closes a connection whose request has been outstanding longer than
@@ -96,10 +98,10 @@ type Watchdog struct {
 //
 //  4. Every lease comes back exactly once: the watchdog never releases anything. It only
 //     closes connections, and the forward's own Read or Write then fails on the path that
-//     releases its lease (forward.go's send, stream.go's Close, upgrade.go's end).
-//     TestWatchdogStress checks it under -race with clients leaving at random moments.
+//     releases its lease (proxy's forward and upgraded connection, stream.go's Close).
+//     proxy's TestWatchdogStress checks it under -race with clients leaving at random moments.
 
-// newWatchdog returns a watchdog on clock that applies the backend timeout limit returns, and
+// NewWatchdog returns a watchdog on clock that applies the backend timeout limit returns, and
 // closes the backend connection of a forward whose client connection gone reports gone (it
 // must not block: it peeks, clientcheck.go).
 func NewWatchdog(clock MonoClock, limit func() time.Duration, gone func(client net.Conn) bool) *Watchdog {
@@ -135,7 +137,7 @@ func (w *Watchdog) watch(c net.Conn, start time.Duration) *WatchConn {
 	wc.state.Store(s)
 	w.mu.Lock()
 	wc.since, wc.seen = start, s
-	w.conns = AppendIndexed(w.conns, wc)
+	w.conns = indexed.Append(w.conns, wc)
 	if !w.running {
 		w.running = true
 		go w.run()
@@ -148,7 +150,7 @@ func (w *Watchdog) watch(c net.Conn, start time.Duration) *WatchConn {
 func (w *Watchdog) forget(c *WatchConn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.conns = RemoveIndexed(w.conns, c)
+	w.conns = indexed.Remove(w.conns, c)
 }
 
 func (w *Watchdog) run() {
@@ -301,7 +303,7 @@ func (c *WatchConn) Close() error {
 	return c.Conn.Close()
 }
 
-// awaitClient marks a request whose body is being streamed to the backend as waiting for the
+// AwaitClient marks a request whose body is being streamed to the backend as waiting for the
 // client, after each piece written: the backend timeout does not run while pollbal reads the
 // client's next piece (a slow client is the client timeouts' business). The next Write starts
 // it again, so a backend that stops reading the body is still cut, and so is one that is slow
@@ -341,7 +343,7 @@ func (w *Watchdog) Watched() (n, busy int) {
 	return len(w.conns), busy
 }
 
-// timedOut reports whether a forward that began at began (on the watchdog's clock) and failed
+// TimedOut reports whether a forward that began at began (on the watchdog's clock) and failed
 // has lasted the backend timeout: the request's own, or the one the watchdog applied if a
 // reload lowered it.
 func (w *Watchdog) TimedOut(began, timeout time.Duration) bool {

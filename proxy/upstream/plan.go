@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 // bufferResponseBody is the largest response body read whole before it is passed on: the
 // common small answer is read in one go, its backend connection and lease are free before the

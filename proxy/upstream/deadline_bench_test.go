@@ -1,9 +1,10 @@
 //go:build unix
 
-package proxy
+package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"syscall"
 	"testing"
@@ -23,15 +24,15 @@ import (
 // included) per op, which a shared machine disturbs less. Compare with benchstat -col /bound
 // (bench/TUNING.md).
 func BenchmarkBackendTimeout(b *testing.B) {
-	be := startBackend(b, func(ctx *fasthttp.RequestCtx) { ctx.SetBody(body1K) })
+	addr := benchBackend(b)
 	const timeout = 30 * time.Second
 	w := NewWatchdog(NewMonoClock(), func() time.Duration { return timeout }, func(net.Conn) bool { return false })
 	dial := map[string]func(tb testing.TB) net.Conn{
-		"none": func(tb testing.TB) net.Conn { return dialBench(tb, be.addr) },
+		"none": func(tb testing.TB) net.Conn { return dialBench(tb, addr) },
 		// The deadline variant dials plainly and sets its deadlines in roundTripBench.
-		"deadline": func(tb testing.TB) net.Conn { return dialBench(tb, be.addr) },
+		"deadline": func(tb testing.TB) net.Conn { return dialBench(tb, addr) },
 		"watchdog": func(tb testing.TB) net.Conn {
-			wc, err := w.dial(be.addr)
+			wc, err := w.dial(addr)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -65,6 +66,29 @@ func BenchmarkBackendTimeout(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchBody is what the benchmark's backend answers: 1 KiB.
+var benchBody = bytes.Repeat([]byte("0123456789abcdef"), 64)
+
+// benchBackend starts a fasthttp server on 127.0.0.1 that answers benchBody, and returns its
+// address.
+func benchBackend(tb testing.TB) string {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBody(benchBody) }}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	tb.Cleanup(func() {
+		_ = srv.Shutdown()
+		<-done
+	})
+	return ln.Addr().String()
 }
 
 func dialBench(tb testing.TB, addr string) net.Conn {
@@ -118,8 +142,8 @@ func (t *benchTrip) do(tb testing.TB) {
 	if err := t.resp.Read(t.br); err != nil {
 		tb.Fatal(err)
 	}
-	if len(t.resp.Body()) != len(body1K) {
-		tb.Fatalf("answer of %d bytes, want %d", len(t.resp.Body()), len(body1K))
+	if len(t.resp.Body()) != len(benchBody) {
+		tb.Fatalf("answer of %d bytes, want %d", len(t.resp.Body()), len(benchBody))
 	}
 }
 

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"sync"
@@ -50,7 +50,7 @@ func NewPools(bal *balancer.Balancer, w *Watchdog, bufs *CopyBuffers, yield func
 	return u
 }
 
-// get returns the connection pool of b, a backend leased from snap. The common case is one
+// Get returns the connection pool of b, a backend leased from snap. The common case is one
 // pointer compare and one map read.
 func (u *Pools) Get(snap *balancer.Snapshot, b *balancer.Backend) *ConnPool {
 	if t := u.t.Load(); t.cfg == snap.Config() {
@@ -106,6 +106,13 @@ func (u *Pools) rebuild() *upstreamTable {
 	}
 	u.t.Store(next)
 	return next
+}
+
+// Built reports the configuration the current table was built for, and how many pools it
+// holds (for tests).
+func (u *Pools) Built() (cfg *configs.Config, pools int) {
+	t := u.t.Load()
+	return t.cfg, len(t.pools)
 }
 
 // CloseIdle closes every idle backend connection (after shutdown).

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"io"
@@ -17,7 +17,7 @@ const copyBufferSize = 64 << 10
 // be copied.
 type CopyBuffers struct{ pool sync.Pool }
 
-func (b *CopyBuffers) get() *[]byte {
+func (b *CopyBuffers) Get() *[]byte {
 	if v, ok := b.pool.Get().(*[]byte); ok {
 		return v
 	}
@@ -25,14 +25,14 @@ func (b *CopyBuffers) get() *[]byte {
 	return &buf
 }
 
-func (b *CopyBuffers) put(buf *[]byte) { b.pool.Put(buf) }
+func (b *CopyBuffers) Put(buf *[]byte) { b.pool.Put(buf) }
 
-// copy copies src to dst through a pooled buffer (see CopyBody), as a streamed body's WriteTo
+// Copy copies src to dst through a pooled buffer (see CopyBody), as a streamed body's WriteTo
 // does: it returns the bytes written and the error that ended the copy, the writer's or else
 // the reader's.
-func (b *CopyBuffers) copy(dst io.Writer, src io.Reader, progress func()) (int64, error) {
-	buf := b.get()
-	defer b.put(buf)
+func (b *CopyBuffers) Copy(dst io.Writer, src io.Reader, progress func()) (int64, error) {
+	buf := b.Get()
+	defer b.Put(buf)
 	n, rerr, werr := CopyBody(dst, src, *buf, progress)
 	if werr != nil {
 		return n, werr
@@ -165,8 +165,8 @@ func (b *ResponseBody) WriteTo(w io.Writer) (int64, error) {
 	if b.direct != nil {
 		w = b.direct
 	}
-	buf := b.bufs.get()
-	defer b.bufs.put(buf)
+	buf := b.bufs.Get()
+	defer b.bufs.Put(buf)
 	n, readErr, writeErr := CopyBody(w, b, *buf, nil)
 	b.sent += n
 	switch {
@@ -217,7 +217,7 @@ func streamTransfer(cut Transfer, done bool) Transfer {
 	return TransferClientGone
 }
 
-// transfer is how the transfer of a response that outlived the handler ended: a streamed body,
+// Transfer is how the transfer of a response that outlived the handler ended: a streamed body,
 // a relay to an HTTP/1.0 client, an upgraded connection. TransferWhole also stands for a
 // response the handler answered.
 type Transfer uint8

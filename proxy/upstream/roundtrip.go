@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"errors"
@@ -11,14 +11,14 @@ import (
 	"pollbal/protocol"
 )
 
-// maxInterim bounds the informational (1xx) responses skipped before the final one.
-const maxInterim = 16
+// MaxInterim bounds the informational (1xx) responses skipped before the final one.
+const MaxInterim = 16
 
-// errUnexpectedSwitch is a 101 Switching Protocols to a request that was not forwarded as an
+// ErrUnexpectedSwitch is a 101 Switching Protocols to a request that was not forwarded as an
 // upgrade: the connection no longer speaks HTTP, so the answer cannot be passed on.
 var ErrUnexpectedSwitch = errors.New("backend switched protocols on a plain request")
 
-// errTooManyInterim is a backend that sent more than maxInterim informational responses.
+// ErrTooManyInterim is a backend that sent more than MaxInterim informational responses.
 var ErrTooManyInterim = errors.New("backend sent too many informational responses")
 
 // ErrClientGone is a forward ended because its client went away: the watchdog closed the
@@ -107,7 +107,7 @@ func (p *ConnPool) RoundTrip(ctx *fasthttp.RequestCtx, up Upload, upgrade, timed
 	pool := p
 	// A streamed body cannot be sent again, so it never goes out on a kept-alive connection
 	// that the backend may have closed meanwhile.
-	bc, err := pool.get(up != nil)
+	bc, err := pool.Get(up != nil)
 	if err != nil {
 		return Trip{}, err
 	}
@@ -148,7 +148,7 @@ func (p *ConnPool) RoundTrip(ctx *fasthttp.RequestCtx, up Upload, upgrade, timed
 		if code >= 200 || code == 101 {
 			break
 		}
-		if n == maxInterim {
+		if n == MaxInterim {
 			// The final answer is still to come: the connection cannot be used any more.
 			return Trip{}, bc.fail(ErrTooManyInterim)
 		}
