@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -46,10 +47,10 @@ const headersEndMark = "\r\n\r\n"
 //
 // Read, Write and the phase changes are made by the connection's serving goroutine; Close may be
 // called by any goroutine and is idempotent. It must not be copied.
-type clientConn struct {
+type ClientConn struct {
 	net.Conn
-	l      *listener
-	client clientIP // set before the connection is served; read-only
+	l      *Listener
+	client ClientIP // set before the connection is served; read-only (Client)
 
 	phase atomic.Uint64 // phase | changes<<phaseBits
 	io    atomic.Uint64 // ioReading|ioWriting | operations<<ioBits
@@ -57,11 +58,11 @@ type clientConn struct {
 	// headers; serving goroutine only.
 	matched int
 	closed  atomic.Bool
-	// upgrade is the upgraded session waiting for fasthttp to hand this connection over: if
-	// the connection is closed first, Close ends the session (and releases its lease).
-	upgrade atomic.Pointer[upgradeSession]
-	// relay is the same for a response to be relayed to an HTTP/1.0 client (relayUntilClose).
-	relay atomic.Pointer[relay]
+	// handoff is what waits for fasthttp to hand this connection over once the handler
+	// returns (an upgraded session, a relay to an HTTP/1.0 client): if the connection is
+	// closed first, Close abandons it (which releases its lease).
+	hmu     sync.Mutex
+	handoff Handoff
 
 	// secure is the TLS connection on top of this one (TLS listener), nil for plain HTTP; it is
 	// set before the connection joins the scanned set and never changes. Its request bytes are seen decrypted (tlsConn.Read),
@@ -81,15 +82,15 @@ type clientConn struct {
 	idx int // position in l.conns; -1 once forgotten
 }
 
-func (c *clientConn) Position() *int { return &c.idx }
+func (c *ClientConn) Position() *int { return &c.idx }
 
 // Read reads from the client. It marks the start of a request (the first byte after an idle
 // wait) and the end of its headers. The first read after a response yields first when the
 // proxy is busy (yieldIfBusy): the client has yet to receive the response and send its next
 // request.
-func (c *clientConn) Read(b []byte) (int, error) {
+func (c *ClientConn) Read(b []byte) (int, error) {
 	if c.phase.Load()&phaseMask == phaseIdle {
-		c.l.p.yieldIfBusy()
+		c.l.hooks.Yield()
 	}
 	c.io.Add(ioStep | ioReading)
 	n, err := c.Conn.Read(b)
@@ -106,7 +107,7 @@ func (c *clientConn) Read(b []byte) (int, error) {
 
 // sawBytes moves the phase on for bytes read: an idle connection starts a request, and the
 // request's headers end at headersEndMark.
-func (c *clientConn) sawBytes(p []byte) {
+func (c *ClientConn) sawBytes(p []byte) {
 	ph := c.phase.Load()
 	switch ph & phaseMask {
 	case phaseIdle:
@@ -122,7 +123,7 @@ func (c *clientConn) sawBytes(p []byte) {
 }
 
 // Write writes to the client in chunks of at most writeChunk bytes.
-func (c *clientConn) Write(b []byte) (int, error) {
+func (c *ClientConn) Write(b []byte) (int, error) {
 	var n int
 	for len(b) > 0 {
 		chunk := b
@@ -142,44 +143,78 @@ func (c *clientConn) Write(b []byte) (int, error) {
 }
 
 // Close stops tracking the connection and closes it; later calls do nothing.
-func (c *clientConn) Close() error {
+func (c *ClientConn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	c.l.forget(c)
 	err := c.Conn.Close()
-	if s := c.upgrade.Swap(nil); s != nil {
-		s.abandon()
-	}
-	if r := c.relay.Swap(nil); r != nil {
-		r.abandon()
+	c.hmu.Lock()
+	h := c.handoff
+	c.handoff = nil
+	c.hmu.Unlock()
+	if h != nil {
+		h.Abandon()
 	}
 	return err
+}
+
+// Handoff is what takes a connection over once the handler returns (ctx.Hijack). If the
+// connection is closed before that, Close calls Abandon, once.
+type Handoff interface{ Abandon() }
+
+// SetHandoff makes h the connection's hand-over (nil: none).
+func (c *ClientConn) SetHandoff(h Handoff) {
+	c.hmu.Lock()
+	c.handoff = h
+	c.hmu.Unlock()
+}
+
+// ClearHandoff removes h, if it is still the connection's hand-over: it has taken the
+// connection over, and Close must no longer abandon it.
+func (c *ClientConn) ClearHandoff(h Handoff) {
+	c.hmu.Lock()
+	if c.handoff == h {
+		c.handoff = nil
+	}
+	c.hmu.Unlock()
+}
+
+// Client is who the client is, worked out when the connection was accepted.
+func (c *ClientConn) Client() ClientIP { return c.client }
+
+// TLS reports the TLS version and server name the handshake agreed on; ok is false for a
+// plain connection, and for nil. Valid once a request has been read.
+func (c *ClientConn) TLS() (version uint16, sni string, ok bool) {
+	if c == nil || c.secure == nil {
+		return 0, "", false
+	}
+	return c.tlsVersion, c.sni, true
 }
 
 // clientTimedOut reports whether the scanner closed c for proxy.client_timeout: a request
 // whose client it cut off ended with client_timeout, not client_gone. It is false for nil (a
 // connection pollbal's listeners did not accept).
-func clientTimedOut(c *clientConn) bool { return c != nil && c.timedOut.Load() }
+func TimedOut(c *ClientConn) bool { return c != nil && c.timedOut.Load() }
 
 // NetConn returns the accepted connection itself, for code that needs more than net.Conn.
-func (c *clientConn) NetConn() net.Conn { return c.Conn }
+func (c *ClientConn) NetConn() net.Conn { return c.Conn }
 
-// errNoRawConn is SyscallConn's answer for a connection without a file descriptor (an
+// ErrNoRawConn is SyscallConn's answer for a connection without a file descriptor (an
 // in-memory one in tests).
-var errNoRawConn = errors.New("client connection has no file descriptor")
+var ErrNoRawConn = errors.New("client connection has no file descriptor")
 
 // SyscallConn gives access to the socket of the accepted connection (e.g. to see whether the
 // client went away without reading from it).
-func (c *clientConn) SyscallConn() (syscall.RawConn, error) {
+func (c *ClientConn) SyscallConn() (syscall.RawConn, error) {
 	if sc, ok := c.Conn.(syscall.Conn); ok {
 		return sc.SyscallConn()
 	}
-	return nil, errNoRawConn
+	return nil, ErrNoRawConn
 }
 
 // setPhase moves the connection from the phase word ph to phase and returns the new word.
-func (c *clientConn) setPhase(ph, phase uint64) uint64 {
+func (c *ClientConn) setPhase(ph, phase uint64) uint64 {
 	next := (ph&^phaseMask + phaseStep) | phase
 	c.phase.Store(next)
 	if phase != phaseHeader {
@@ -190,25 +225,25 @@ func (c *clientConn) setPhase(ph, phase uint64) uint64 {
 
 // requestStarted is fasthttp's StateActive: the next request's first byte is there (it may have
 // been read with the previous request).
-func (c *clientConn) requestStarted() {
+func (c *ClientConn) RequestStarted() {
 	if ph := c.phase.Load(); ph&phaseMask == phaseIdle {
 		c.setPhase(ph, phaseHeader)
 	}
 }
 
 // requestServed is fasthttp's StateIdle: the response was written, the next request may come.
-func (c *clientConn) requestServed() {
+func (c *ClientConn) RequestServed() {
 	c.setPhase(c.phase.Load(), phaseIdle)
 }
 
 // hijacked is fasthttp's StateHijacked: the handler took the connection over.
-func (c *clientConn) hijacked() {
+func (c *ClientConn) Hijacked() {
 	c.setPhase(c.phase.Load(), phaseHijacked)
 }
 
-// handling marks the request as read whole: the handler runs. It covers what the byte scan
+// Handling marks the request as read whole: the handler runs. It covers what the byte scan
 // cannot see (a request that was read along with the previous one).
-func (c *clientConn) handling() {
+func (c *ClientConn) Handling() {
 	if ph := c.phase.Load(); ph&phaseMask != phaseBusy {
 		c.setPhase(ph, phaseBusy)
 	}

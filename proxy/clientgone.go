@@ -10,13 +10,13 @@ import (
 // bytes waiting to be read mean the client is still there. A connection that is not a socket
 // (an in-memory one in tests), or is wrapped without a way to reach the socket, never counts
 // as gone. A wrapper is unwrapped through its NetConn method.
-func clientGone(c net.Conn) bool {
-	if tc, ok := c.(*tlsConn); ok {
+func Gone(c net.Conn) bool {
+	if tc, ok := c.(*TLSConn); ok {
 		return peerClosed(tc.cc)
 	}
 	for range 8 {
 		if sc, ok := c.(syscall.Conn); ok {
-			return socketGone(sc)
+			return SocketGone(sc)
 		}
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {

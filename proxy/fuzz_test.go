@@ -60,7 +60,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 		if refusedMethod(ctx.Method()) {
 			env.traces.Add(1)
 		}
-		if clientGone(ctx.Conn()) {
+		if Gone(ctx.Conn()) {
 			env.abandoned.Add(1)
 		}
 		ctx.SetBodyString("ok")

@@ -17,8 +17,8 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.Now()
 	p.handling.Add(1)
 	defer p.handling.Add(-1)
-	if c := trackedConn(ctx.Conn()); c != nil {
-		c.handling()
+	if c := Tracked(ctx.Conn()); c != nil {
+		c.Handling()
 	}
 	snap := p.bal.Snapshot()
 	e := p.beginEntry(ctx, snap.Config(), start)

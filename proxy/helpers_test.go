@@ -121,13 +121,13 @@ func rawBackendAddr(t testing.TB, reply string) (addr string, hits *atomic.Int64
 // acceptClient dials a real TCP connection on 127.0.0.1 through p's listener and returns the
 // tracked connection p accepted and the client's end of it. The listener and the client's end
 // are closed when the test ends.
-func acceptClient(t *testing.T, p *Proxy) (*clientConn, net.Conn) {
+func acceptClient(t *testing.T, p *Proxy) (*ClientConn, net.Conn) {
 	t.Helper()
 	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newListener(tcp, p)
+	l := NewListener(tcp, nil, &p.clientHooks)
 	t.Cleanup(func() { _ = l.Close() })
 	dialed, err := net.Dial("tcp4", tcp.Addr().String())
 	if err != nil {
@@ -138,7 +138,7 @@ func acceptClient(t *testing.T, p *Proxy) (*clientConn, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return nc.(*clientConn), dialed
+	return nc.(*ClientConn), dialed
 }
 
 // serveTCP serves e's proxy on a real TCP listener on 127.0.0.1 as well, until the test ends,

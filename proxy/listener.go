@@ -3,10 +3,13 @@ package proxy
 import (
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/internal/latch"
 	"pollbal/proxy/indexed"
@@ -37,10 +40,10 @@ func nextAcceptBackoff(prev time.Duration) time.Duration {
 // proxy.max_connections are closed at once, and every accepted connection is a clientConn
 // that the listener's one scanner goroutine times. It is safe for concurrent use and must not
 // be copied.
-type listener struct {
+type Listener struct {
 	net.Listener
-	p   *Proxy
-	tls *tls.Config // nil: plain HTTP
+	hooks *Hooks
+	tls   *tls.Config // nil: plain HTTP
 
 	closed    *latch.Latch // set by Close
 	closeOnce sync.Once
@@ -56,16 +59,52 @@ type listener struct {
 	failed  int // Accepts failed since the last log line
 
 	mu    sync.Mutex // guards conns and every clientConn's rec and idx
-	conns []*clientConn
+	conns []*ClientConn
 }
 
-func newListener(ln net.Listener, p *Proxy) *listener {
-	return &listener{Listener: ln, p: p, closed: latch.New(), kick: make(chan struct{}, 1)}
+// Hooks is what a listener and its connections ask of the server they serve. Every field
+// must be set; the functions are called from the accepting, scanning and serving goroutines.
+type Hooks struct {
+	Admit    func() bool          // takes a place under proxy.max_connections; false: refuse
+	Release  func()               // gives an admitted connection's place back, once
+	Limits   func() Limits        // the client timeouts of the current configuration
+	Stopping func() bool          // the server shuts down: connections without a request go
+	Now      func() time.Duration // the server's monotonic clock
+	Yield    func()               // called before the first read after an answer
+	// HeaderTimedOut answers a request whose headers began at since and did not end within
+	// proxy.header_timeout (408; over TLS, once the handshake is over). The connection is
+	// closed after it returns.
+	HeaderTimedOut func(c *ClientConn, since time.Duration)
+	Log            *slog.Logger
+	Metrics        *Metrics
 }
+
+// Metrics are the counters a listener and its connections count into.
+type Metrics struct {
+	AcceptErrors, Refused                        prometheus.Counter
+	HeaderTimeouts, ClientTimeouts, IdleTimeouts prometheus.Counter
+	TLSHandshakeErrors                           prometheus.Counter
+}
+
+// NewListener serves the connections ln accepts, over TLS when conf is set (nil: plain HTTP).
+// Its scanner (ScanLoop) must run for its client timeouts and shutdown to apply.
+func NewListener(ln net.Listener, conf *tls.Config, h *Hooks) *Listener {
+	return &Listener{Listener: ln, hooks: h, tls: conf, closed: latch.New(), kick: make(chan struct{}, 1)}
+}
+
+// Scans reports how many scans the scanner has done.
+func (l *Listener) Scans() uint64 { return l.scans.Load() }
+
+// Served reports how many connections fasthttp served (not hijacked) after the last scan's
+// closes.
+func (l *Listener) Served() int64 { return l.served.Load() }
+
+// ScanEnded reports whether the scanner has returned: no connection is left.
+func (l *Listener) ScanEnded() bool { return l.scanEnded.Load() }
 
 // Accept returns the next client connection. It returns an error only once the listener is
 // closed.
-func (l *listener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	var backoff time.Duration
 	for {
 		c, err := l.Listener.Accept()
@@ -73,7 +112,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			if l.closed.IsSet() || errors.Is(err, net.ErrClosed) {
 				return nil, err
 			}
-			l.p.connMetrics.acceptErrors.Inc()
+			l.hooks.Metrics.AcceptErrors.Inc()
 			backoff = nextAcceptBackoff(backoff)
 			l.logAcceptError(err, backoff)
 			if !l.wait(backoff) {
@@ -82,37 +121,37 @@ func (l *listener) Accept() (net.Conn, error) {
 			continue
 		}
 		backoff = 0
-		if !l.p.admit() {
+		if !l.hooks.Admit() {
 			_ = c.Close()
-			l.p.connMetrics.refused.Inc()
+			l.hooks.Metrics.Refused.Inc()
 			continue
 		}
 		cc := l.track(c)
 		if cc == nil {
 			_ = c.Close()
-			l.p.open.Add(-1)
+			l.hooks.Release()
 			return nil, net.ErrClosed
 		}
 		if cc.secure != nil {
-			return &tlsConn{Conn: cc.secure, cc: cc}, nil
+			return &TLSConn{Conn: cc.secure, cc: cc}, nil
 		}
 		return cc, nil
 	}
 }
 
-func (l *listener) logAcceptError(err error, backoff time.Duration) {
+func (l *Listener) logAcceptError(err error, backoff time.Duration) {
 	l.failed++
 	now := time.Now()
 	if now.Sub(l.lastLog) < acceptLogEvery {
 		return
 	}
-	l.p.log.Warn("accepting client connections failed; still serving, retrying", "error", err,
+	l.hooks.Log.Warn("accepting client connections failed; still serving, retrying", "error", err,
 		"failures", l.failed, "backoff", backoff)
 	l.lastLog, l.failed = now, 0
 }
 
 // wait waits d, or until the listener is closed (then it reports false).
-func (l *listener) wait(d time.Duration) bool {
+func (l *Listener) wait(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -124,18 +163,18 @@ func (l *listener) wait(d time.Duration) bool {
 }
 
 // Close stops accepting; the scanner goes on until the last connection is gone.
-func (l *listener) Close() error {
+func (l *Listener) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
 		l.closed.Set()
 		err = l.Listener.Close()
-		l.wake()
+		l.Wake()
 	})
 	return err
 }
 
 // wake asks the scanner for a scan now.
-func (l *listener) wake() {
+func (l *Listener) Wake() {
 	select {
 	case l.kick <- struct{}{}:
 	default:
@@ -144,8 +183,8 @@ func (l *listener) wake() {
 
 // track wraps an accepted connection and adds it to the scanned set. It returns nil when the
 // listener was closed meanwhile: the scanner may have ended.
-func (l *listener) track(nc net.Conn) *clientConn {
-	c := &clientConn{Conn: nc, l: l, client: newClientIP(nc.RemoteAddr())}
+func (l *Listener) track(nc net.Conn) *ClientConn {
+	c := &ClientConn{Conn: nc, l: l, client: NewClientIP(nc.RemoteAddr())}
 	if l.tls != nil {
 		// Before the scanner can see c: it reads secure to answer a header timeout.
 		c.secure = tls.Server(c, l.tls)
@@ -155,21 +194,18 @@ func (l *listener) track(nc net.Conn) *clientConn {
 	if l.closed.IsSet() {
 		return nil
 	}
-	c.rec = record{since: l.p.clock.Now()}
+	c.rec = record{since: l.hooks.Now()}
 	l.conns = indexed.Append(l.conns, c)
 	return c
 }
 
 // forget removes c from the scanned set and the open count; it runs once per connection.
-func (l *listener) forget(c *clientConn) {
+func (l *Listener) forget(c *ClientConn) {
 	l.mu.Lock()
 	l.conns = indexed.Remove(l.conns, c)
 	l.mu.Unlock()
-	l.p.open.Add(-1)
+	l.hooks.Release()
 }
 
 // limits reads the client timeouts of the current configuration.
-func (l *listener) limits() clientLimits {
-	pc := &l.p.bal.Snapshot().Config().Proxy
-	return clientLimits{header: pc.HeaderTimeout, client: pc.ClientTimeout, idle: pc.IdleTimeout}
-}
+func (l *Listener) limits() Limits { return l.hooks.Limits() }

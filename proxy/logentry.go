@@ -35,7 +35,7 @@ type logEntry struct {
 	on      bool
 	start   time.Duration // when the handler began, on p.clock
 	began   time.Duration // when the current attempt began, on p.clock: upstream_ms counts from it
-	client  *clientConn   // the client's tracked connection; nil outside pollbal's listeners
+	client  *ClientConn   // the client's tracked connection; nil outside pollbal's listeners
 	upload  *uploadBody   // the request body when it is streamed; nil when buffered
 	outcome outcome       // the forward's last outcome; outcomeOK when none ran
 	// lease and metrics are the request's while its streamed body is sent (handOver): the end
@@ -76,7 +76,7 @@ func (l *logEntries) put(e *logEntry) {
 func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start time.Duration) *logEntry {
 	e := p.entries.get()
 	e.p, e.start = p, start
-	e.client = trackedConn(ctx.Conn())
+	e.client = Tracked(ctx.Conn())
 	h := &ctx.Request.Header
 	id, traceparent := requestIDs(h, &e.id)
 	e.rec.RequestID = id
@@ -92,8 +92,8 @@ func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start 
 	r.Host = ctx.Host()
 	r.URI = pathAndQuery(h.RequestURI())
 	r.Proto = viewBytes(protoOf(h))
-	if c := e.client; c != nil && c.secure != nil {
-		r.TLSVersion, r.SNI = c.tlsVersion, viewBytes(c.sni)
+	if v, sni, ok := e.client.TLS(); ok {
+		r.TLSVersion, r.SNI = v, viewBytes(sni)
 	}
 	r.Referer, r.UserAgent = h.Referer(), h.UserAgent()
 	r.Headers = p.alog.Headers()
@@ -111,8 +111,8 @@ func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start 
 func (p *Proxy) logClientIP(ctx *fasthttp.RequestCtx, cfg *configs.Config, e *logEntry) []byte {
 	client := requestClientIP(ctx, &e.ip)
 	trusted := p.trust.get(cfg)
-	if !client.tcp || !trusted.contains(client.ip) {
-		return client.text
+	if !client.TCP || !trusted.contains(client.IP) {
+		return client.Text
 	}
 	var xff joined
 	for k, v := range ctx.Request.Header.All() {
@@ -120,9 +120,9 @@ func (p *Proxy) logClientIP(ctx *fasthttp.RequestCtx, cfg *configs.Config, e *lo
 			xff.add(v, ",")
 		}
 	}
-	ip := forwardedClient(client.ip, xff.bytes(), trusted, &e.scratch)
-	if ip == client.ip {
-		return client.text
+	ip := forwardedClient(client.IP, xff.bytes(), trusted, &e.scratch)
+	if ip == client.IP {
+		return client.Text
 	}
 	return ip.AppendTo(e.ip[:0])
 }
@@ -189,7 +189,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, e *logEntry, took time.Duration
 		r.BytesIn = requestBodyBytes(ctx, e.upload)
 		r.BytesOut = responseBodyBytes(ctx)
 		r.Duration = took
-		r.End = endOf(e.outcome, own && !gone, upstream.TransferWhole, clientTimedOut(e.client))
+		r.End = endOf(e.outcome, own && !gone, upstream.TransferWhole, TimedOut(e.client))
 		p.alog.Log(r)
 	}
 	p.entries.put(e)
@@ -231,7 +231,7 @@ func (p *Proxy) finishTransfer(e *logEntry, now time.Duration, in, out int64, t 
 		r.BytesIn += in
 		r.BytesOut = out
 		r.Duration = now - e.start
-		r.End = endOf(outcomeOK, false, t, e.relayTimedOut || clientTimedOut(e.client))
+		r.End = endOf(outcomeOK, false, t, e.relayTimedOut || TimedOut(e.client))
 		p.alog.Log(r)
 	}
 	p.entries.put(e)

@@ -58,6 +58,8 @@ type Proxy struct {
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
 	stopping atomic.Bool
+	// clientHooks is what the listeners ask of the proxy (listener.go).
+	clientHooks Hooks
 
 	// handling counts the requests inside Handler, on a cache line of its own (every request
 	// changes it twice). Above procs (GOMAXPROCS when the proxy was built) other goroutines are
@@ -70,7 +72,7 @@ type Proxy struct {
 
 	mu       sync.Mutex // guards the fields below
 	stopped  bool
-	serveLns []*listener
+	serveLns []*Listener
 }
 
 // New builds a Proxy on a balancer. The server's settings follow the bench tuning
@@ -97,13 +99,29 @@ func New(o Options) (*Proxy, error) {
 	if p.connMetrics, err = newConnMetrics(o.Registerer, open, upgraded); err != nil {
 		return nil, err
 	}
+	m := p.connMetrics
+	p.clientHooks = Hooks{
+		Admit:          p.admit,
+		Release:        func() { p.open.Add(-1) },
+		Limits:         p.clientLimits,
+		Stopping:       p.stopping.Load,
+		Now:            p.clock.Now,
+		Yield:          p.yieldIfBusy,
+		HeaderTimedOut: p.headerTimedOut,
+		Log:            p.log,
+		Metrics: &Metrics{
+			AcceptErrors: m.acceptErrors, Refused: m.refused,
+			HeaderTimeouts: m.headerTimeouts, ClientTimeouts: m.clientTimeouts, IdleTimeouts: m.idleTimeouts,
+			TLSHandshakeErrors: m.tlsHandshakeErrors,
+		},
+	}
 	if p.answers, err = newAnswerMetrics(o.Registerer); err != nil {
 		return nil, err
 	}
 	if p.requests, err = newRequestMetrics(bal, o.Registerer); err != nil {
 		return nil, err
 	}
-	p.watch = upstream.NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, clientGone)
+	p.watch = upstream.NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, Gone)
 	p.upstreams = upstream.NewPools(bal, p.watch, &p.bufs, p.yieldIfBusy)
 	p.srv = &fasthttp.Server{
 		Handler:            p.Handler,
@@ -145,8 +163,7 @@ func (p *Proxy) ServeTLS(ln net.Listener, conf *tls.Config) error {
 }
 
 func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
-	l := newListener(ln, p)
-	l.tls = conf
+	l := NewListener(ln, conf, &p.clientHooks)
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
@@ -156,7 +173,7 @@ func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
 	p.serveLns = append(p.serveLns, l)
 	p.mu.Unlock()
 
-	go l.scanLoop()
+	go l.ScanLoop()
 	err := p.srv.Serve(l)
 	p.mu.Lock()
 	stopped := p.stopped
@@ -210,17 +227,17 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 // waitServed waits until no listener has a connection the server still serves (the scanners
 // close them as Shutdown says), or ctx ends. A listener counts once two of its scans have
 // ended since stopping was set: the first may have begun before it.
-func (p *Proxy) waitServed(ctx context.Context, lns []*listener) {
+func (p *Proxy) waitServed(ctx context.Context, lns []*Listener) {
 	marks := make([]uint64, len(lns))
 	for i, l := range lns {
-		marks[i] = l.scans.Load()
+		marks[i] = l.Scans()
 	}
-	tick := time.NewTicker(drainTick / 5)
+	tick := time.NewTicker(DrainTick / 5)
 	defer tick.Stop()
 	for {
 		done := true
 		for i, l := range lns {
-			if !l.scanEnded.Load() && (l.scans.Load() < marks[i]+2 || l.served.Load() > 0) {
+			if !l.ScanEnded() && (l.Scans() < marks[i]+2 || l.Served() > 0) {
 				done = false
 				break
 			}
@@ -238,18 +255,24 @@ func (p *Proxy) waitServed(ctx context.Context, lns []*listener) {
 
 // connState follows a client connection through fasthttp's states, for the client timeouts.
 func (p *Proxy) connState(nc net.Conn, st fasthttp.ConnState) {
-	c := trackedConn(nc)
+	c := Tracked(nc)
 	if c == nil {
 		return
 	}
 	switch st {
 	case fasthttp.StateActive:
-		c.requestStarted()
+		c.RequestStarted()
 	case fasthttp.StateIdle:
-		c.requestServed()
+		c.RequestServed()
 	case fasthttp.StateHijacked:
-		c.hijacked()
+		c.Hijacked()
 	}
+}
+
+// clientLimits reads the client timeouts of the current configuration.
+func (p *Proxy) clientLimits() Limits {
+	pc := &p.bal.Snapshot().Config().Proxy
+	return Limits{Header: pc.HeaderTimeout, Client: pc.ClientTimeout, Idle: pc.IdleTimeout}
 }
 
 // admit counts a new client connection in, unless proxy.max_connections are open.
@@ -281,7 +304,7 @@ func bufferLimit(pc *configs.Proxy) int {
 // handshake that failed is no request: it was counted as such (tlsConn.handshake), and no
 // answer can be written on its connection.
 func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
-	if tc, ok := ctx.Conn().(*tlsConn); ok && !tc.shook {
+	if tc, ok := ctx.Conn().(*TLSConn); ok && !tc.Handshaken() {
 		return
 	}
 	snap := p.bal.Snapshot()

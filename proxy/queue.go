@@ -14,7 +14,7 @@ import (
 // the queue at once.
 func (p *Proxy) wait(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App) (balancer.Lease, error) {
 	conn := ctx.Conn()
-	return p.bal.Wait(snap, app, func() bool { return clientGone(conn) })
+	return p.bal.Wait(snap, app, func() bool { return Gone(conn) })
 }
 
 // queueOutcome maps an error of balancer.Wait to an outcome.

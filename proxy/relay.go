@@ -31,16 +31,16 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, e *logEntry, clientTim
 	h.SetConnectionClose()
 	head := append([]byte(nil), h.Header()...)
 	r := &relay{b: b}
-	cc := trackedConn(ctx.Conn())
+	cc := Tracked(ctx.Conn())
 	if cc != nil {
 		// fasthttp skips the hijack handler when it fails to flush what it held back for an
 		// earlier pipelined request, and then closes the connection: the close ends the relay.
-		cc.relay.Store(r)
+		cc.SetHandoff(r)
 	}
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		if cc != nil {
-			cc.relay.CompareAndSwap(r, nil)
+			cc.ClearHandoff(r)
 		}
 		if !r.claim() {
 			return
@@ -66,8 +66,8 @@ type relay struct {
 
 func (r *relay) claim() bool { return r.claimed.CompareAndSwap(false, true) }
 
-// abandon ends a relay whose hijack handler never ran: the stream is closed, ending the forward.
-func (r *relay) abandon() {
+// Abandon ends a relay whose hijack handler never ran: the stream is closed, ending the forward.
+func (r *relay) Abandon() {
 	if r.claim() {
 		_ = r.b.Close()
 	}

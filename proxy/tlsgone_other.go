@@ -5,4 +5,4 @@ package proxy
 import "syscall"
 
 // peerClosed is socketGone off Linux.
-func peerClosed(sc syscall.Conn) bool { return socketGone(sc) }
+func peerClosed(sc syscall.Conn) bool { return SocketGone(sc) }

@@ -96,7 +96,7 @@ func TestClientAddr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := clientAddr(tt.addr)
+			got, ok := ClientAddr(tt.addr)
 			if ok != tt.wantOK || (ok && got.String() != tt.want) {
 				t.Errorf("clientAddr(%v) = %v, %v; want %s, %v", tt.addr, got, ok, tt.want, tt.wantOK)
 			}

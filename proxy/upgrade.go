@@ -126,10 +126,10 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *upstream.BackendConn,
 		head:  h.AppendBytes(nil),
 		idle:  p.bal.Snapshot().Config().Proxy.UpgradeIdleTimeout,
 	}
-	if c := trackedConn(ctx.Conn()); c != nil {
+	if c := Tracked(ctx.Conn()); c != nil {
 		s.cc = c
-		c.hijacked()
-		c.upgrade.Store(s)
+		c.Hijacked()
+		c.SetHandoff(s)
 	}
 	p.upgrades.add(s)
 	ctx.HijackSetNoResponse(true)
@@ -146,7 +146,7 @@ type upgradeSession struct {
 	lease balancer.Lease
 	head  []byte        // the backend's 101, as passed on
 	idle  time.Duration // proxy.upgrade_idle_timeout; 0: none
-	cc    *clientConn   // the client connection (under TLS, if any), when it is one of pollbal's listeners'
+	cc    *ClientConn   // the client connection (under TLS, if any), when it is one of pollbal's listeners'
 	// entry is the request's access-log entry, finished by end (nil: none); in and out count
 	// the bytes copied from the client and to it, written by serve before end runs.
 	entry   *logEntry
@@ -168,7 +168,7 @@ func (s *upgradeSession) serve(client net.Conn) {
 		return
 	}
 	if s.cc != nil {
-		s.cc.upgrade.Store(nil)
+		s.cc.ClearHandoff(s)
 	}
 	defer s.end()
 	s.mu.Lock()
@@ -200,8 +200,8 @@ func (s *upgradeSession) serve(client net.Conn) {
 	<-done
 }
 
-// abandon ends a session whose client connection closed before fasthttp handed it over.
-func (s *upgradeSession) abandon() {
+// Abandon ends a session whose client connection closed before fasthttp handed it over.
+func (s *upgradeSession) Abandon() {
 	if s.claimed.CompareAndSwap(false, true) {
 		s.end()
 	}

@@ -212,8 +212,8 @@ func TestClientGone(t *testing.T) {
 	gone, goneClient := tcpPair(t)
 	here, _ := tcpPair(t)
 	_ = goneClient.Close()
-	testproc.WaitFor(t, 5*time.Second, "the closed client to look gone", func() bool { return clientGone(gone) })
-	if clientGone(here) {
+	testproc.WaitFor(t, 5*time.Second, "the closed client to look gone", func() bool { return Gone(gone) })
+	if Gone(here) {
 		t.Error("an open client connection looks gone")
 	}
 }
