@@ -21,6 +21,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/clientconn"
 )
 
 // limitsEnv is an env whose proxy settings tune sets (timeouts, connection limit).
@@ -380,7 +381,7 @@ func TestClientConnExposesSocket(t *testing.T) {
 	}
 	pipe, _ := net.Pipe()
 	defer pipe.Close()
-	if _, err := (&ClientConn{Conn: pipe}).SyscallConn(); !errors.Is(err, ErrNoRawConn) {
+	if _, err := (&clientconn.Conn{Conn: pipe}).SyscallConn(); !errors.Is(err, clientconn.ErrNoRawConn) {
 		t.Errorf("SyscallConn of an in-memory conn = %v, want ErrNoRawConn", err)
 	}
 }

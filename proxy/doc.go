@@ -33,14 +33,15 @@
 // The request path reads one balancer snapshot per request (a lease handed over by the queue
 // comes from the snapshot current then) and does not allocate beyond what fasthttp itself does
 // for small bodies; the per-app request metrics and the per-backend pools are in tables derived
-// from the balancer's current configuration behind atomic pointers (requests.go, upstream.Pools),
-// so a reload needs no call into the proxy. Forwards run without per-request
+// from the balancer's current configuration behind atomic pointers (requests.go,
+// upstream.Pools), so a reload needs no call into the proxy. Forwards run without per-request
 // deadlines: a watchdog enforces proxy.backend_timeout by closing backend connections whose
 // request has outlasted it, and closes the backend connection of a forward whose client went
-// away (reset or closed; clientgone.go says how to tell) within a fraction of a second, which
-// ends the forward and releases its lease (upstream.Watchdog). The client side works the same way: each listener
-// (listener.go) survives failing Accepts and enforces proxy.max_connections, and its one
-// scanner (scan.go) enforces the header, client and idle timeouts from two atomic words per
-// connection (clientconn.go), which also let Shutdown close every connection without a request
-// in flight.
+// away (reset or closed; clientconn.Gone tells) within a fraction of a second, which ends the
+// forward and releases its lease (upstream.Watchdog). The client side works the same way
+// (package clientconn): each listener survives failing Accepts and enforces
+// proxy.max_connections, and its one scanner enforces the header, client and idle timeouts from
+// two atomic words per connection, which also let Shutdown close every connection without a
+// request in flight. The proxy answers for the listeners through clientconn.Hooks (the 408 to
+// headers that came too late: headertimeout.go).
 package proxy

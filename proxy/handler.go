@@ -4,6 +4,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/proxy/clientconn"
 )
 
 // Handler serves one client request: route by Host, lease a backend, forward, report, release
@@ -17,7 +18,7 @@ func (p *Proxy) Handler(ctx *fasthttp.RequestCtx) {
 	start := p.clock.Now()
 	p.handling.Add(1)
 	defer p.handling.Add(-1)
-	if c := Tracked(ctx.Conn()); c != nil {
+	if c := clientconn.Tracked(ctx.Conn()); c != nil {
 		c.Handling()
 	}
 	snap := p.bal.Snapshot()

@@ -7,12 +7,13 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/accesslog"
+	"pollbal/proxy/clientconn"
 )
 
 // headerTimedOut answers a client connection whose request headers came too late (they began
 // at since, on p.clock) with 408 request_timeout, counts the request and logs it. The listener
 // calls it (Hooks.HeaderTimedOut) and closes the connection after.
-func (p *Proxy) headerTimedOut(c *ClientConn, since time.Duration) {
+func (p *Proxy) headerTimedOut(c *clientconn.Conn, since time.Duration) {
 	p.requests.noApp.Count(fasthttp.StatusRequestTimeout)
 	p.answers.requestTimeout.Inc()
 	e := p.entries.get()

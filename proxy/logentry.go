@@ -10,6 +10,7 @@ import (
 	"pollbal/accesslog"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/proxy/clientconn"
 	"pollbal/proxy/upstream"
 )
 
@@ -33,11 +34,11 @@ type logEntry struct {
 	// on: the log was on when the request began, so its fields were filled and its line is
 	// written. Off, only the request ID is kept (it is sent either way).
 	on      bool
-	start   time.Duration // when the handler began, on p.clock
-	began   time.Duration // when the current attempt began, on p.clock: upstream_ms counts from it
-	client  *ClientConn   // the client's tracked connection; nil outside pollbal's listeners
-	upload  *uploadBody   // the request body when it is streamed; nil when buffered
-	outcome outcome       // the forward's last outcome; outcomeOK when none ran
+	start   time.Duration    // when the handler began, on p.clock
+	began   time.Duration    // when the current attempt began, on p.clock: upstream_ms counts from it
+	client  *clientconn.Conn // the client's tracked connection; nil outside pollbal's listeners
+	upload  *uploadBody      // the request body when it is streamed; nil when buffered
+	outcome outcome          // the forward's last outcome; outcomeOK when none ran
 	// lease and metrics are the request's while its streamed body is sent (handOver): the end
 	// of the transfer releases the one and records the request's duration in the other.
 	p       *Proxy
@@ -76,7 +77,7 @@ func (l *logEntries) put(e *logEntry) {
 func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start time.Duration) *logEntry {
 	e := p.entries.get()
 	e.p, e.start = p, start
-	e.client = Tracked(ctx.Conn())
+	e.client = clientconn.Tracked(ctx.Conn())
 	h := &ctx.Request.Header
 	id, traceparent := requestIDs(h, &e.id)
 	e.rec.RequestID = id
@@ -189,7 +190,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, e *logEntry, took time.Duration
 		r.BytesIn = requestBodyBytes(ctx, e.upload)
 		r.BytesOut = responseBodyBytes(ctx)
 		r.Duration = took
-		r.End = endOf(e.outcome, own && !gone, upstream.TransferWhole, TimedOut(e.client))
+		r.End = endOf(e.outcome, own && !gone, upstream.TransferWhole, clientconn.TimedOut(e.client))
 		p.alog.Log(r)
 	}
 	p.entries.put(e)
@@ -231,7 +232,7 @@ func (p *Proxy) finishTransfer(e *logEntry, now time.Duration, in, out int64, t 
 		r.BytesIn += in
 		r.BytesOut = out
 		r.Duration = now - e.start
-		r.End = endOf(outcomeOK, false, t, e.relayTimedOut || TimedOut(e.client))
+		r.End = endOf(outcomeOK, false, t, e.relayTimedOut || clientconn.TimedOut(e.client))
 		p.alog.Log(r)
 	}
 	p.entries.put(e)

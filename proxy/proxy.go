@@ -19,6 +19,7 @@ import (
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/defaults"
+	"pollbal/proxy/clientconn"
 	"pollbal/proxy/upstream"
 )
 
@@ -58,8 +59,8 @@ type Proxy struct {
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
 	stopping atomic.Bool
-	// clientHooks is what the listeners ask of the proxy (listener.go).
-	clientHooks Hooks
+	// clientHooks is what the listeners ask of the proxy (clientconn.Hooks).
+	clientHooks clientconn.Hooks
 
 	// handling counts the requests inside Handler, on a cache line of its own (every request
 	// changes it twice). Above procs (GOMAXPROCS when the proxy was built) other goroutines are
@@ -72,12 +73,12 @@ type Proxy struct {
 
 	mu       sync.Mutex // guards the fields below
 	stopped  bool
-	serveLns []*Listener
+	serveLns []*clientconn.Listener
 }
 
 // New builds a Proxy on a balancer. The server's settings follow the bench tuning
 // (bench/TUNING.md): no server-side read, write or idle deadlines (the client timeouts
-// are enforced by each listener's scanner instead, see scan.go), no Server, Date or default
+// are enforced by each listener's scanner instead, see clientconn), no Server, Date or default
 // Content-Type headers of its own, and the request time taken lazily.
 func New(o Options) (*Proxy, error) {
 	if o.Balancer == nil {
@@ -100,7 +101,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, err
 	}
 	m := p.connMetrics
-	p.clientHooks = Hooks{
+	p.clientHooks = clientconn.Hooks{
 		Admit:          p.admit,
 		Release:        func() { p.open.Add(-1) },
 		Limits:         p.clientLimits,
@@ -109,7 +110,7 @@ func New(o Options) (*Proxy, error) {
 		Yield:          p.yieldIfBusy,
 		HeaderTimedOut: p.headerTimedOut,
 		Log:            p.log,
-		Metrics: &Metrics{
+		Metrics: &clientconn.Metrics{
 			AcceptErrors: m.acceptErrors, Refused: m.refused,
 			HeaderTimeouts: m.headerTimeouts, ClientTimeouts: m.clientTimeouts, IdleTimeouts: m.idleTimeouts,
 			TLSHandshakeErrors: m.tlsHandshakeErrors,
@@ -121,7 +122,7 @@ func New(o Options) (*Proxy, error) {
 	if p.requests, err = newRequestMetrics(bal, o.Registerer); err != nil {
 		return nil, err
 	}
-	p.watch = upstream.NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, Gone)
+	p.watch = upstream.NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, clientconn.Gone)
 	p.upstreams = upstream.NewPools(bal, p.watch, &p.bufs, p.yieldIfBusy)
 	p.srv = &fasthttp.Server{
 		Handler:            p.Handler,
@@ -163,7 +164,7 @@ func (p *Proxy) ServeTLS(ln net.Listener, conf *tls.Config) error {
 }
 
 func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
-	l := NewListener(ln, conf, &p.clientHooks)
+	l := clientconn.NewListener(ln, conf, &p.clientHooks)
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
@@ -227,12 +228,12 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 // waitServed waits until no listener has a connection the server still serves (the scanners
 // close them as Shutdown says), or ctx ends. A listener counts once two of its scans have
 // ended since stopping was set: the first may have begun before it.
-func (p *Proxy) waitServed(ctx context.Context, lns []*Listener) {
+func (p *Proxy) waitServed(ctx context.Context, lns []*clientconn.Listener) {
 	marks := make([]uint64, len(lns))
 	for i, l := range lns {
 		marks[i] = l.Scans()
 	}
-	tick := time.NewTicker(DrainTick / 5)
+	tick := time.NewTicker(clientconn.DrainTick / 5)
 	defer tick.Stop()
 	for {
 		done := true
@@ -255,7 +256,7 @@ func (p *Proxy) waitServed(ctx context.Context, lns []*Listener) {
 
 // connState follows a client connection through fasthttp's states, for the client timeouts.
 func (p *Proxy) connState(nc net.Conn, st fasthttp.ConnState) {
-	c := Tracked(nc)
+	c := clientconn.Tracked(nc)
 	if c == nil {
 		return
 	}
@@ -270,9 +271,9 @@ func (p *Proxy) connState(nc net.Conn, st fasthttp.ConnState) {
 }
 
 // clientLimits reads the client timeouts of the current configuration.
-func (p *Proxy) clientLimits() Limits {
+func (p *Proxy) clientLimits() clientconn.Limits {
 	pc := &p.bal.Snapshot().Config().Proxy
-	return Limits{Header: pc.HeaderTimeout, Client: pc.ClientTimeout, Idle: pc.IdleTimeout}
+	return clientconn.Limits{Header: pc.HeaderTimeout, Client: pc.ClientTimeout, Idle: pc.IdleTimeout}
 }
 
 // admit counts a new client connection in, unless proxy.max_connections are open.
@@ -304,7 +305,7 @@ func bufferLimit(pc *configs.Proxy) int {
 // handshake that failed is no request: it was counted as such (tlsConn.handshake), and no
 // answer can be written on its connection.
 func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
-	if tc, ok := ctx.Conn().(*TLSConn); ok && !tc.Handshaken() {
+	if tc, ok := ctx.Conn().(*clientconn.TLSConn); ok && !tc.Handshaken() {
 		return
 	}
 	snap := p.bal.Snapshot()

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pollbal/proxy/clientconn"
 	"pollbal/proxy/upstream"
 
 	"github.com/valyala/fasthttp"
@@ -31,7 +32,7 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, e *logEntry, clientTim
 	h.SetConnectionClose()
 	head := append([]byte(nil), h.Header()...)
 	r := &relay{b: b}
-	cc := Tracked(ctx.Conn())
+	cc := clientconn.Tracked(ctx.Conn())
 	if cc != nil {
 		// fasthttp skips the hijack handler when it fails to flush what it held back for an
 		// earlier pipelined request, and then closes the connection: the close ends the relay.

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/proxy/clientconn"
 )
 
 // trustedNets is proxy.trusted_proxies of one configuration, ready for lookups: IPv4 and IPv6
@@ -96,12 +97,12 @@ func (c *trustCache) get(cfg *configs.Config) *trustedNets {
 // requestClientIP is the clientIP of the request's connection: the one worked out when it was
 // accepted, or (a connection pollbal's listener did not wrap, in tests) one worked out now with
 // its text in buf.
-func requestClientIP(ctx *fasthttp.RequestCtx, buf *[64]byte) ClientIP {
-	if c := Tracked(ctx.Conn()); c != nil {
+func requestClientIP(ctx *fasthttp.RequestCtx, buf *[64]byte) clientconn.IP {
+	if c := clientconn.Tracked(ctx.Conn()); c != nil {
 		return c.Client()
 	}
-	ip, tcp := ClientAddr(ctx.RemoteAddr())
-	return ClientIP{IP: ip, TCP: tcp, Text: AppendClientIP(buf[:0], ip, tcp)}
+	ip, tcp := clientconn.Addr(ctx.RemoteAddr())
+	return clientconn.IP{IP: ip, TCP: tcp, Text: clientconn.AppendIP(buf[:0], ip, tcp)}
 }
 
 // maxForwardedHops bounds the X-Forwarded-For entries forwardedClient looks at, from the right:

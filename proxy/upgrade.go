@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/proxy/clientconn"
 	"pollbal/proxy/upstream"
 )
 
@@ -126,7 +127,7 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *upstream.BackendConn,
 		head:  h.AppendBytes(nil),
 		idle:  p.bal.Snapshot().Config().Proxy.UpgradeIdleTimeout,
 	}
-	if c := Tracked(ctx.Conn()); c != nil {
+	if c := clientconn.Tracked(ctx.Conn()); c != nil {
 		s.cc = c
 		c.Hijacked()
 		c.SetHandoff(s)
@@ -144,9 +145,9 @@ type upgradeSession struct {
 	p     *Proxy
 	bc    *upstream.BackendConn
 	lease balancer.Lease
-	head  []byte        // the backend's 101, as passed on
-	idle  time.Duration // proxy.upgrade_idle_timeout; 0: none
-	cc    *ClientConn   // the client connection (under TLS, if any), when it is one of pollbal's listeners'
+	head  []byte           // the backend's 101, as passed on
+	idle  time.Duration    // proxy.upgrade_idle_timeout; 0: none
+	cc    *clientconn.Conn // the client connection (under TLS, if any), when it is one of pollbal's listeners'
 	// entry is the request's access-log entry, finished by end (nil: none); in and out count
 	// the bytes copied from the client and to it, written by serve before end runs.
 	entry   *logEntry

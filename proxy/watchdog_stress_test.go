@@ -19,6 +19,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/clientconn"
 )
 
 // TestWatchdogStress runs many concurrent forwards through a real socket while backends answer
@@ -212,8 +213,8 @@ func TestClientGone(t *testing.T) {
 	gone, goneClient := tcpPair(t)
 	here, _ := tcpPair(t)
 	_ = goneClient.Close()
-	testproc.WaitFor(t, 5*time.Second, "the closed client to look gone", func() bool { return Gone(gone) })
-	if Gone(here) {
+	testproc.WaitFor(t, 5*time.Second, "the closed client to look gone", func() bool { return clientconn.Gone(gone) })
+	if clientconn.Gone(here) {
 		t.Error("an open client connection looks gone")
 	}
 }

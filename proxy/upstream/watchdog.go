@@ -103,7 +103,7 @@ type Watchdog struct {
 
 // NewWatchdog returns a watchdog on clock that applies the backend timeout limit returns, and
 // closes the backend connection of a forward whose client connection gone reports gone (it
-// must not block: it peeks, clientcheck.go).
+// must not block: it peeks, as clientconn.Gone does).
 func NewWatchdog(clock MonoClock, limit func() time.Duration, gone func(client net.Conn) bool) *Watchdog {
 	return &Watchdog{limit: limit, gone: gone, clock: clock}
 }
@@ -270,6 +270,7 @@ type WatchConn struct {
 	idx   int // position in w.conns; -1 once forgotten
 }
 
+// Position is where the watchdog keeps c (indexed.Item).
 func (c *WatchConn) Position() *int { return &c.idx }
 
 // Write marks the start of a request when the connection was not busy.

@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"crypto/tls"
@@ -35,9 +35,9 @@ func nextAcceptBackoff(prev time.Duration) time.Duration {
 	return min(2*prev, maxAcceptBackoff)
 }
 
-// listener is a client listener of the proxy: Accept errors never stop serving (they are
+// Listener is a client listener of the proxy: Accept errors never stop serving (they are
 // counted, logged at most once a second and waited out with a back-off), connections past
-// proxy.max_connections are closed at once, and every accepted connection is a clientConn
+// proxy.max_connections are closed at once, and every accepted connection is a Conn
 // that the listener's one scanner goroutine times. It is safe for concurrent use and must not
 // be copied.
 type Listener struct {
@@ -58,8 +58,8 @@ type Listener struct {
 	lastLog time.Time
 	failed  int // Accepts failed since the last log line
 
-	mu    sync.Mutex // guards conns and every clientConn's rec and idx
-	conns []*ClientConn
+	mu    sync.Mutex // guards conns and every Conn's rec and idx
+	conns []*Conn
 }
 
 // Hooks is what a listener and its connections ask of the server they serve. Every field
@@ -74,7 +74,7 @@ type Hooks struct {
 	// HeaderTimedOut answers a request whose headers began at since and did not end within
 	// proxy.header_timeout (408; over TLS, once the handshake is over). The connection is
 	// closed after it returns.
-	HeaderTimedOut func(c *ClientConn, since time.Duration)
+	HeaderTimedOut func(c *Conn, since time.Duration)
 	Log            *slog.Logger
 	Metrics        *Metrics
 }
@@ -173,7 +173,7 @@ func (l *Listener) Close() error {
 	return err
 }
 
-// wake asks the scanner for a scan now.
+// Wake asks the scanner for a scan now.
 func (l *Listener) Wake() {
 	select {
 	case l.kick <- struct{}{}:
@@ -183,8 +183,8 @@ func (l *Listener) Wake() {
 
 // track wraps an accepted connection and adds it to the scanned set. It returns nil when the
 // listener was closed meanwhile: the scanner may have ended.
-func (l *Listener) track(nc net.Conn) *ClientConn {
-	c := &ClientConn{Conn: nc, l: l, client: NewClientIP(nc.RemoteAddr())}
+func (l *Listener) track(nc net.Conn) *Conn {
+	c := &Conn{Conn: nc, l: l, client: NewIP(nc.RemoteAddr())}
 	if l.tls != nil {
 		// Before the scanner can see c: it reads secure to answer a header timeout.
 		c.secure = tls.Server(c, l.tls)
@@ -200,7 +200,7 @@ func (l *Listener) track(nc net.Conn) *ClientConn {
 }
 
 // forget removes c from the scanned set and the open count; it runs once per connection.
-func (l *Listener) forget(c *ClientConn) {
+func (l *Listener) forget(c *Conn) {
 	l.mu.Lock()
 	l.conns = indexed.Remove(l.conns, c)
 	l.mu.Unlock()

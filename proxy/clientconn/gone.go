@@ -1,11 +1,11 @@
-package proxy
+package clientconn
 
 import (
 	"net"
 	"syscall"
 )
 
-// clientGone reports whether the peer of c has closed or reset the connection, without
+// Gone reports whether the peer of c has closed or reset the connection, without
 // consuming anything: it peeks at the socket (recv with MSG_PEEK|MSG_DONTWAIT). Pipelined
 // bytes waiting to be read mean the client is still there. A connection that is not a socket
 // (an in-memory one in tests), or is wrapped without a way to reach the socket, never counts

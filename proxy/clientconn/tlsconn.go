@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"crypto/tls"
@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// tlsConn is a client connection of the TLS listener: TLS on top of the tracked clientConn, so
+// TLSConn is a client connection of the TLS listener: TLS on top of the tracked Conn, so
 // that the connection limit, the client timeouts and shutdown apply to it as to a plain one.
 // The handshake happens in the header phase (a new connection starts there), so it must be over
 // within proxy.header_timeout. The request's headers are found in the decrypted bytes. Like
-// clientConn, Read and Write belong to the serving goroutine; it must not be copied.
+// Conn, Read and Write belong to the serving goroutine; it must not be copied.
 type TLSConn struct {
 	*tls.Conn
-	cc    *ClientConn
+	cc    *Conn
 	shook bool // the handshake is over; the serving goroutine's own
 }
 
@@ -36,7 +36,7 @@ func (c *TLSConn) Read(b []byte) (int, error) {
 
 // handshake runs the TLS handshake before the first read (tls.Conn.Read would run it too), so
 // that its failure is known for what it is: counted in pollbal_tls_handshake_errors_total, and
-// never answered or counted as a request (Proxy.errorHandler). Two failures are not counted
+// never answered or counted as a request (the proxy's error handler). Two failures are not counted
 // here: a client that closed without sending a byte made no handshake, and a connection that
 // pollbal closed itself (header_timeout, counted where it is cut; shutdown) failed no handshake
 // of the client's.
@@ -55,10 +55,10 @@ func (c *TLSConn) handshake() error {
 	return err
 }
 
-// trackedConn returns the clientConn under a connection the server hands to pollbal, or nil.
-func Tracked(nc net.Conn) *ClientConn {
+// Tracked returns the Conn under a connection the server hands to pollbal, or nil.
+func Tracked(nc net.Conn) *Conn {
 	switch c := nc.(type) {
-	case *ClientConn:
+	case *Conn:
 		return c
 	case *TLSConn:
 		return c.cc
@@ -70,7 +70,7 @@ func Tracked(nc net.Conn) *ClientConn {
 // request headers came too late, bounded by headerTimeoutWrite. Over TLS it can only be
 // written once the handshake is over (a handshake that is still going is simply cut), and it
 // goes through TLS, which allows one Write alongside the serving goroutine's blocked Read.
-func (c *ClientConn) WriteAnswer(write func(w io.Writer)) {
+func (c *Conn) WriteAnswer(write func(w io.Writer)) {
 	if c.secure == nil {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(headerTimeoutWrite))
 		write(c.Conn)

@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"time"
@@ -116,7 +116,7 @@ func requestBegun(phase, io uint64) bool {
 	return phase>>phaseBits != 0 || io>>ioBits >= 2
 }
 
-// scanLoop runs the listener's scanner until the listener is closed and its last connection
+// ScanLoop runs the listener's scanner until the listener is closed and its last connection
 // is gone. While the proxy shuts down it scans every drainTick.
 func (l *Listener) ScanLoop() {
 	defer l.scanEnded.Store(true)
@@ -143,7 +143,7 @@ func (l *Listener) ScanLoop() {
 // cutConn is a connection the scan decided to close, and why; since is when the state it was
 // cut in began (on the proxy's clock).
 type cutConn struct {
-	c     *ClientConn
+	c     *Conn
 	v     verdict
 	since time.Duration
 }
@@ -183,7 +183,7 @@ const headerTimeoutWrite = time.Second
 
 // cut closes c for verdict v, counting the timeout; since is when the state it is cut in
 // began.
-func (l *Listener) cut(c *ClientConn, v verdict, since time.Duration) {
+func (l *Listener) cut(c *Conn, v verdict, since time.Duration) {
 	m := l.hooks.Metrics
 	switch v {
 	case cutHeader:
@@ -211,7 +211,7 @@ func (l *Listener) cut(c *ClientConn, v verdict, since time.Duration) {
 // timedOutHeader answers a connection whose request headers came too late (they began at
 // since) through the server's HeaderTimedOut; over TLS, a handshake still going cannot be
 // answered and is counted as a failed handshake instead.
-func (l *Listener) timedOutHeader(c *ClientConn, since time.Duration) {
+func (l *Listener) timedOutHeader(c *Conn, since time.Duration) {
 	if c.secure != nil && !c.handshook.Load() {
 		l.hooks.Metrics.TLSHandshakeErrors.Inc()
 		return
