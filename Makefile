@@ -44,7 +44,7 @@ demo: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/ ./balancer/ ./accesslog/
+	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/... ./balancer/ ./accesslog/
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  echo "NOTE: the status-page browser test was SKIPPED: no chromium installed (apt-get install -y chromium)"
 	@command -v promtool >/dev/null 2>&1 || \
@@ -64,7 +64,7 @@ lint:
 
 # Go benchmarks: lease selection, the proxy path, the poller at 2,000 backends.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./balancer/ ./proxy/
+	$(GO) test -run '^$$' -bench . -benchmem ./balancer/ ./proxy/ ./proxy/upstream/
 	$(GO) test -run '^$$' -bench BenchmarkPoller2000 -benchtime 1x ./poller/
 
 # Side-by-side load harness against HAProxy, NGINX, Caddy and a minimal fasthttp proxy

@@ -18,7 +18,7 @@ var (
 
 // MaxTried is how many backends one request can exclude: the candidates it tries, retries and
 // moves past refusals as full together. The proxy sizes its attempts to fit (a compile-time
-// check in proxy/handler.go) and the configuration bounds proxy.retries (configs.MaxRetries).
+// check in proxy/forward.go) and the configuration bounds proxy.retries (configs.MaxRetries).
 const MaxTried = 16
 
 // Tried is the small, allocation-free set of backends a request has already tried.

@@ -11,6 +11,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/upstream"
 )
 
 // TestHandlerAllocs guards the request path: routing, lease, header rewriting, forwarding on
@@ -142,7 +143,7 @@ func TestBodilessAnswerAllocs(t *testing.T) {
 			}
 			runtime.ReadMemStats(&after)
 			perRequest := (after.TotalAlloc - before.TotalAlloc) / n
-			if limit := uint64(readBufferSize); perRequest >= limit {
+			if limit := uint64(upstream.ReadBufferSize); perRequest >= limit {
 				t.Errorf("a %s request allocates %d bytes, want fewer than %d: the connection's buffers are not reused", tt.name, perRequest, limit)
 			}
 			t.Logf("%s: %.1f allocations, %d bytes per request (backend included)", tt.name, float64(after.Mallocs-before.Mallocs)/n, perRequest)
@@ -157,7 +158,7 @@ func TestRelayResponseAllocs(t *testing.T) {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	var tmpl, h fasthttp.ResponseHeader
-	tmpl.DisableNormalizing() // as roundTrip reads it
+	tmpl.DisableNormalizing() // as RoundTrip reads it
 	tmpl.SetContentLength(2)
 	tmpl.Set("X-Pollbal-Reason", "pool_exhausted")
 	tmpl.Set("x-pollbal-backend", "someone-else")

@@ -179,7 +179,7 @@ func BenchmarkPrepareRequest(b *testing.B) {
 // a typical backend sends.
 func BenchmarkRelayResponse(b *testing.B) {
 	var tmpl, h fasthttp.ResponseHeader
-	tmpl.DisableNormalizing() // as roundTrip reads it
+	tmpl.DisableNormalizing() // as RoundTrip reads it
 	tmpl.SetContentType("text/plain")
 	tmpl.SetContentLength(len(body1K))
 	tmpl.Set("Date", "Wed, 02 Dec 2026 03:00:00 GMT")

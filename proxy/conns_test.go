@@ -21,6 +21,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/clientconn"
 )
 
 // limitsEnv is an env whose proxy settings tune sets (timeouts, connection limit).
@@ -380,14 +381,7 @@ func TestClientConnExposesSocket(t *testing.T) {
 	}
 	pipe, _ := net.Pipe()
 	defer pipe.Close()
-	if _, err := (&clientConn{Conn: pipe}).SyscallConn(); !errors.Is(err, errNoRawConn) {
-		t.Errorf("SyscallConn of an in-memory conn = %v, want errNoRawConn", err)
-	}
-}
-
-func TestHeadersEndDoesNotAllocate(t *testing.T) {
-	p := []byte("GET /index.html HTTP/1.1\r\nHost: www.shop.test\r\nAccept: */*\r\n\r\n")
-	if n := testing.AllocsPerRun(100, func() { headersEnd(0, p) }); n != 0 {
-		t.Errorf("headersEnd allocates %v times per call", n)
+	if _, err := (&clientconn.Conn{Conn: pipe}).SyscallConn(); !errors.Is(err, clientconn.ErrNoRawConn) {
+		t.Errorf("SyscallConn of an in-memory conn = %v, want ErrNoRawConn", err)
 	}
 }

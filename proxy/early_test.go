@@ -135,35 +135,3 @@ func (zeros) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-// TestMayHaveAnswered: only a write that the backend's close or reset cut short is worth
-// reading an answer after.
-func TestMayHaveAnswered(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		err  error
-		up   *uploadBody
-		want bool
-	}{
-		{name: "broken pipe", err: &net.OpError{Op: "write", Err: syscall.EPIPE}, want: true},
-		{name: "reset", err: &net.OpError{Op: "write", Err: syscall.ECONNRESET}, want: true},
-		{name: "reset while streaming the body", err: fmt.Errorf("copy: %w", syscall.ECONNRESET), up: &uploadBody{}, want: true},
-		{name: "the client reset while sending its body", err: syscall.ECONNRESET, up: &uploadBody{clientErr: syscall.ECONNRESET}},
-		{name: "the body grew over the limit", err: errBodyTooLarge, up: &uploadBody{clientErr: errBodyTooLarge, tooLarge: true}},
-		{name: "closed on pollbal's side", err: net.ErrClosed},
-		{name: "the client sent less than announced", err: errors.New("copied 3 bytes from body stream instead of 5 bytes")},
-		{name: "timeout", err: &net.OpError{Op: "write", Err: errTimeout{}}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := mayHaveAnswered(tt.err, tt.up); got != tt.want {
-				t.Errorf("mayHaveAnswered(%v) = %v, want %v", tt.err, got, tt.want)
-			}
-		})
-	}
-}
-
-type errTimeout struct{}
-
-func (errTimeout) Error() string   { return "i/o timeout" }
-func (errTimeout) Timeout() bool   { return true }
-func (errTimeout) Temporary() bool { return true }

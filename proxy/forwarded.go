@@ -72,7 +72,7 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) (upgradePlan
 	dropTrailers(h) // a chunked body read whole: its trailer fields would become headers
 	var buf [64]byte
 	client := requestClientIP(ctx, &buf)
-	trust := client.tcp && trusted.contains(client.ip)
+	trust := client.TCP && trusted.contains(client.IP)
 	var (
 		s    hopSet
 		xff  joined
@@ -128,7 +128,7 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) (upgradePlan
 		h.SetProtocol("HTTP/1.1")
 	}
 
-	ip := client.text
+	ip := client.Text
 	xff.add(ip, ", ")
 	// Every header of these names was removed above (or is kept, and not set): setting them
 	// is adding them, and SetCanonical does it without checking and copying our own valid

@@ -17,6 +17,7 @@ import (
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/clientconn"
 )
 
 // canaryMark in a fuzz input is replaced by the address of a listener that nothing may ever
@@ -60,7 +61,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 		if refusedMethod(ctx.Method()) {
 			env.traces.Add(1)
 		}
-		if clientGone(ctx.Conn()) {
+		if clientconn.Gone(ctx.Conn()) {
 			env.abandoned.Add(1)
 		}
 		ctx.SetBodyString("ok")

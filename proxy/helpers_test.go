@@ -22,6 +22,7 @@ import (
 	"pollbal/configs"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
+	"pollbal/proxy/clientconn"
 )
 
 // testConfig builds a configuration in validated shape: one service "web", defaults for the
@@ -121,13 +122,13 @@ func rawBackendAddr(t testing.TB, reply string) (addr string, hits *atomic.Int64
 // acceptClient dials a real TCP connection on 127.0.0.1 through p's listener and returns the
 // tracked connection p accepted and the client's end of it. The listener and the client's end
 // are closed when the test ends.
-func acceptClient(t *testing.T, p *Proxy) (*clientConn, net.Conn) {
+func acceptClient(t *testing.T, p *Proxy) (*clientconn.Conn, net.Conn) {
 	t.Helper()
 	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newListener(tcp, p)
+	l := clientconn.NewListener(tcp, nil, &p.clientHooks)
 	t.Cleanup(func() { _ = l.Close() })
 	dialed, err := net.Dial("tcp4", tcp.Addr().String())
 	if err != nil {
@@ -138,7 +139,7 @@ func acceptClient(t *testing.T, p *Proxy) (*clientConn, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return nc.(*clientConn), dialed
+	return nc.(*clientconn.Conn), dialed
 }
 
 // serveTCP serves e's proxy on a real TCP listener on 127.0.0.1 as well, until the test ends,

@@ -10,6 +10,8 @@ import (
 	"pollbal/accesslog"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/proxy/clientconn"
+	"pollbal/proxy/upstream"
 )
 
 // logEntry is one request's access-log record, with what the data plane needs to finish it.
@@ -18,24 +20,30 @@ import (
 //
 //	beginEntry   the request's ID (always), and the request as it came (with the log on)
 //	routed       the app it matched
-//	tried        each backend an attempt leased (attempt); queue_ms and upstream_ms there too
+//	tried        each backend an attempt leased (send, forward.go); queue_ms and upstream_ms there too
 //	outcome      the forward's last outcome (forward)
 //	finish       status, bytes and how it ended, when the handler answered it: logged, returned
 //
-// A response that outlives the handler takes the entry over and finishes it when its transfer
-// ends: a streamed body (handOver, then responseBody.Close) or an upgraded connection
-// (startUpgrade, then upgradeSession.end). From then on the handler no longer touches it.
-// One goroutine owns an entry at a time; it must not be copied.
+// A response that outlives the handler takes the entry over, with the lease, and finishes it
+// when its transfer ends: a streamed body (handOver, then TransferEnded from
+// ResponseBody.Close) or an upgraded connection (startUpgrade, then upgradeSession.end). From
+// then on the handler no longer touches it. One goroutine owns an entry at a time; it must
+// not be copied.
 type logEntry struct {
 	rec accesslog.Record
 	// on: the log was on when the request began, so its fields were filled and its line is
 	// written. Off, only the request ID is kept (it is sent either way).
 	on      bool
-	start   time.Duration // when the handler began, on p.clock
-	began   time.Duration // when the current attempt began, on p.clock: upstream_ms counts from it
-	client  *clientConn   // the client's tracked connection; nil outside pollbal's listeners
-	upload  *uploadBody   // the request body when it is streamed; nil when buffered
-	outcome outcome       // the forward's last outcome; outcomeOK when none ran
+	start   time.Duration    // when the handler began, on p.clock
+	began   time.Duration    // when the current attempt began, on p.clock: upstream_ms counts from it
+	client  *clientconn.Conn // the client's tracked connection; nil outside pollbal's listeners
+	upload  *uploadBody      // the request body when it is streamed; nil when buffered
+	outcome outcome          // the forward's last outcome; outcomeOK when none ran
+	// lease and metrics are the request's while its streamed body is sent (handOver): the end
+	// of the transfer releases the one and records the request's duration in the other.
+	p       *Proxy
+	lease   balancer.Lease
+	metrics *appRequests
 	// relayTimedOut: the relay to an HTTP/1.0 client ran past proxy.client_timeout (relay.go).
 	relayTimedOut bool
 	id            [accesslog.NewRequestIDLen]byte // a request ID pollbal made
@@ -58,6 +66,7 @@ func (l *logEntries) put(e *logEntry) {
 	e.rec.Reset()
 	e.on, e.start, e.began, e.client, e.upload = false, 0, 0, nil, nil
 	e.outcome, e.relayTimedOut = outcomeOK, false
+	e.p, e.lease, e.metrics = nil, balancer.Lease{}, nil
 	l.pool.Put(e)
 }
 
@@ -67,8 +76,8 @@ func (l *logEntries) put(e *logEntry) {
 // start is when the request began, on p.clock.
 func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start time.Duration) *logEntry {
 	e := p.entries.get()
-	e.start = start
-	e.client = trackedConn(ctx.Conn())
+	e.p, e.start = p, start
+	e.client = clientconn.Tracked(ctx.Conn())
 	h := &ctx.Request.Header
 	id, traceparent := requestIDs(h, &e.id)
 	e.rec.RequestID = id
@@ -84,8 +93,8 @@ func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start 
 	r.Host = ctx.Host()
 	r.URI = pathAndQuery(h.RequestURI())
 	r.Proto = viewBytes(protoOf(h))
-	if c := e.client; c != nil && c.secure != nil {
-		r.TLSVersion, r.SNI = c.tlsVersion, viewBytes(c.sni)
+	if v, sni, ok := e.client.TLS(); ok {
+		r.TLSVersion, r.SNI = v, viewBytes(sni)
 	}
 	r.Referer, r.UserAgent = h.Referer(), h.UserAgent()
 	r.Headers = p.alog.Headers()
@@ -103,8 +112,8 @@ func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start 
 func (p *Proxy) logClientIP(ctx *fasthttp.RequestCtx, cfg *configs.Config, e *logEntry) []byte {
 	client := requestClientIP(ctx, &e.ip)
 	trusted := p.trust.get(cfg)
-	if !client.tcp || !trusted.contains(client.ip) {
-		return client.text
+	if !client.TCP || !trusted.contains(client.IP) {
+		return client.Text
 	}
 	var xff joined
 	for k, v := range ctx.Request.Header.All() {
@@ -112,9 +121,9 @@ func (p *Proxy) logClientIP(ctx *fasthttp.RequestCtx, cfg *configs.Config, e *lo
 			xff.add(v, ",")
 		}
 	}
-	ip := forwardedClient(client.ip, xff.bytes(), trusted, &e.scratch)
-	if ip == client.ip {
-		return client.text
+	ip := forwardedClient(client.IP, xff.bytes(), trusted, &e.scratch)
+	if ip == client.IP {
+		return client.Text
 	}
 	return ip.AppendTo(e.ip[:0])
 }
@@ -181,32 +190,49 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, e *logEntry, took time.Duration
 		r.BytesIn = requestBodyBytes(ctx, e.upload)
 		r.BytesOut = responseBodyBytes(ctx)
 		r.Duration = took
-		r.End = endOf(e.outcome, own && !gone, transferWhole, clientTimedOut(e.client))
+		r.End = endOf(e.outcome, own && !gone, upstream.TransferWhole, clientconn.TimedOut(e.client))
 		p.alog.Log(r)
 	}
 	p.entries.put(e)
 }
 
-// handOver gives the entry to a response that outlives the handler: what the handler knows of
-// it is recorded now (the status, the request body), the rest when its transfer ends
-// (finishTransfer).
-func (e *logEntry) handOver(ctx *fasthttp.RequestCtx) {
+// handOver gives the entry to a streamed body, with the request's lease and its app's
+// metrics: what the handler knows of it is recorded now (the status, the request body), the
+// rest when its transfer ends (TransferEnded).
+func (e *logEntry) handOver(ctx *fasthttp.RequestCtx, lease balancer.Lease, metrics *appRequests) {
+	e.lease, e.metrics = lease, metrics
+	e.recordAnswer(ctx)
+}
+
+// recordAnswer records what the handler knows of an answer that outlives it: its status and
+// the request body read.
+func (e *logEntry) recordAnswer(ctx *fasthttp.RequestCtx) {
 	if e.on {
 		e.rec.Status = ctx.Response.StatusCode()
 		e.rec.BytesIn = requestBodyBytes(ctx, e.upload)
 	}
 }
 
+// TransferEnded ends the request whose streamed body was sent, or broken off (BodyOwner): the
+// lease goes back, the request's duration is recorded, and the entry is finished.
+func (e *logEntry) TransferEnded(sent int64, t upstream.Transfer) {
+	e.lease.Release()
+	p := e.p
+	now := p.clock.Now()
+	e.metrics.Took(now - e.start)
+	p.finishTransfer(e, now, 0, sent, t)
+}
+
 // finishTransfer ends the entry of a response whose transfer outlived the handler, now, on
 // p.clock: out bytes of the response body were sent (and, for an upgraded connection, in
 // bytes of the client's), and t says how the transfer ended. The entry goes back to the pool.
-func (p *Proxy) finishTransfer(e *logEntry, now time.Duration, in, out int64, t transfer) {
+func (p *Proxy) finishTransfer(e *logEntry, now time.Duration, in, out int64, t upstream.Transfer) {
 	if e.on {
 		r := &e.rec
 		r.BytesIn += in
 		r.BytesOut = out
 		r.Duration = now - e.start
-		r.End = endOf(outcomeOK, false, t, e.relayTimedOut || clientTimedOut(e.client))
+		r.End = endOf(outcomeOK, false, t, e.relayTimedOut || clientconn.TimedOut(e.client))
 		p.alog.Log(r)
 	}
 	p.entries.put(e)
@@ -244,35 +270,9 @@ func ownReason(h *fasthttp.ResponseHeader) string {
 	return ""
 }
 
-// transfer is how the transfer of a response that outlived the handler ended: a streamed body,
-// a relay to an HTTP/1.0 client, an upgraded connection. transferWhole also stands for a
-// response the handler answered.
-type transfer uint8
-
-const (
-	transferWhole          transfer = iota // sent whole
-	transferClientGone                     // the client went away, or could not be written to
-	transferBackendError                   // the backend broke off the body
-	transferBackendTimeout                 // the backend went silent for proxy.backend_timeout
-	transferUpgradeClosed                  // an upgraded connection closed, by either side
-)
-
-// backendTransfer is how a streamed body ended that could not be read from its backend
-// connection to the end: the watchdog closed it because the client went away (gone), or
-// because the backend was silent for the backend timeout (cut), or the backend failed.
-func backendTransfer(gone, cut bool) transfer {
-	switch {
-	case gone:
-		return transferClientGone
-	case cut:
-		return transferBackendTimeout
-	}
-	return transferBackendError
-}
-
 // endOf is how a request ended, in the access log's words: who ended it. o is its forward's
 // last outcome (outcomeOK when none ran or a backend answered), own says that pollbal answered
-// it itself, t how a transfer that outlived the handler ended (transferWhole otherwise), and
+// it itself, t how a transfer that outlived the handler ended (TransferWhole otherwise), and
 // timedOut that the client's connection was cut for proxy.client_timeout.
 //
 // The client comes first: a request whose client went away (or was cut off) ended with it,
@@ -280,19 +280,19 @@ func backendTransfer(gone, cut bool) transfer {
 // cut off), a failure (502, a body broken off). Then pollbal: every other answer it made
 // itself is refused (404, 405, 400, 413, 501, 503…; its reason says why). Else the response
 // went out whole: ok, or upgrade_closed for an upgraded connection.
-func endOf(o outcome, own bool, t transfer, timedOut bool) accesslog.End {
+func endOf(o outcome, own bool, t upstream.Transfer, timedOut bool) accesslog.End {
 	switch {
-	case t == transferUpgradeClosed:
+	case t == upstream.TransferUpgradeClosed:
 		return accesslog.EndUpgradeClosed
-	case o == outcomeClientGone || o == outcomeLeftQueue || t == transferClientGone:
+	case o == outcomeClientGone || o == outcomeLeftQueue || t == upstream.TransferClientGone:
 		if timedOut {
 			return accesslog.EndClientTimeout
 		}
 		return accesslog.EndClientGone
-	case o == outcomeTimeout || t == transferBackendTimeout:
+	case o == outcomeTimeout || t == upstream.TransferBackendTimeout:
 		return accesslog.EndBackendTimeout
-	case o == outcomeNotSent || o == outcomeBusy || o == outcomeConnFailed || o == outcomeBadResponse ||
-		t == transferBackendError:
+	case o == outcomeNotSent || o == outcomeConnFailed || o == outcomeBadResponse ||
+		t == upstream.TransferBackendError:
 		return accesslog.EndBackendError
 	case own:
 		return accesslog.EndRefused

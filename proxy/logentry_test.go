@@ -16,6 +16,8 @@ import (
 	"pollbal/accesslog"
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/protocol"
+	"pollbal/proxy/upstream"
 )
 
 func TestEndOf(t *testing.T) {
@@ -23,12 +25,12 @@ func TestEndOf(t *testing.T) {
 		name     string
 		o        outcome
 		own      bool
-		t        transfer
+		t        upstream.Transfer
 		timedOut bool
 		want     accesslog.End
 	}{
 		{name: "a backend's answer sent whole", o: outcomeOK, want: accesslog.EndOK},
-		{name: "a streamed body sent whole", o: outcomeOK, t: transferWhole, want: accesslog.EndOK},
+		{name: "a streamed body sent whole", o: outcomeOK, t: upstream.TransferWhole, want: accesslog.EndOK},
 		{name: "404 no_app, 405, 400, 501 (no forward)", o: outcomeOK, own: true, want: accesslog.EndRefused},
 		{name: "503 pool_exhausted", o: outcomeNoCandidate, own: true, want: accesslog.EndRefused},
 		{name: "503 pool_exhausted after refusals as full", o: outcomeFull, own: true, want: accesslog.EndRefused},
@@ -36,7 +38,6 @@ func TestEndOf(t *testing.T) {
 		{name: "503 queue_timeout", o: outcomeQueueTimeout, own: true, want: accesslog.EndRefused},
 		{name: "413 of a streamed body", o: outcomeBodyTooLarge, own: true, want: accesslog.EndRefused},
 		{name: "502 backend_unreachable (dial)", o: outcomeNotSent, own: true, want: accesslog.EndBackendError},
-		{name: "502 after our connection limit", o: outcomeBusy, own: true, want: accesslog.EndBackendError},
 		{name: "502 after a reset", o: outcomeConnFailed, own: true, want: accesslog.EndBackendError},
 		{name: "502 bad_response", o: outcomeBadResponse, own: true, want: accesslog.EndBackendError},
 		{name: "504 backend_timeout", o: outcomeTimeout, own: true, want: accesslog.EndBackendTimeout},
@@ -44,49 +45,17 @@ func TestEndOf(t *testing.T) {
 		{name: "client left during the forward", o: outcomeClientGone, want: accesslog.EndClientGone},
 		{name: "client failed sending its body (answered 400)", o: outcomeClientGone, own: true, want: accesslog.EndClientGone},
 		{name: "client cut for client_timeout sending its body", o: outcomeClientGone, own: true, timedOut: true, want: accesslog.EndClientTimeout},
-		{name: "stream cut: client gone", o: outcomeOK, t: transferClientGone, want: accesslog.EndClientGone},
-		{name: "stream cut: client_timeout", o: outcomeOK, t: transferClientGone, timedOut: true, want: accesslog.EndClientTimeout},
-		{name: "stream cut: backend broke off", o: outcomeOK, t: transferBackendError, want: accesslog.EndBackendError},
-		{name: "stream cut: backend silent", o: outcomeOK, t: transferBackendTimeout, want: accesslog.EndBackendTimeout},
+		{name: "stream cut: client gone", o: outcomeOK, t: upstream.TransferClientGone, want: accesslog.EndClientGone},
+		{name: "stream cut: client_timeout", o: outcomeOK, t: upstream.TransferClientGone, timedOut: true, want: accesslog.EndClientTimeout},
+		{name: "stream cut: backend broke off", o: outcomeOK, t: upstream.TransferBackendError, want: accesslog.EndBackendError},
+		{name: "stream cut: backend silent", o: outcomeOK, t: upstream.TransferBackendTimeout, want: accesslog.EndBackendTimeout},
 		{name: "a timed-out connection's whole answer", o: outcomeOK, timedOut: true, want: accesslog.EndOK},
-		{name: "upgraded connection closed", o: outcomeOK, t: transferUpgradeClosed, want: accesslog.EndUpgradeClosed},
-		{name: "upgraded connection closed by a client timeout", o: outcomeOK, t: transferUpgradeClosed, timedOut: true, want: accesslog.EndUpgradeClosed},
+		{name: "upgraded connection closed", o: outcomeOK, t: upstream.TransferUpgradeClosed, want: accesslog.EndUpgradeClosed},
+		{name: "upgraded connection closed by a client timeout", o: outcomeOK, t: upstream.TransferUpgradeClosed, timedOut: true, want: accesslog.EndUpgradeClosed},
 	}
 	for _, tt := range tests {
 		if got := endOf(tt.o, tt.own, tt.t, tt.timedOut); got != tt.want {
 			t.Errorf("%s: endOf = %s, want %s", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestStreamTransfer(t *testing.T) {
-	tests := []struct {
-		name string
-		cut  transfer
-		done bool
-		want transfer
-	}{
-		{name: "read to its end and written", done: true, want: transferWhole},
-		{name: "never asked for (the head could not be written)", want: transferClientGone},
-		{name: "the last write failed", cut: transferClientGone, done: true, want: transferClientGone},
-		{name: "the backend broke off", cut: transferBackendError, want: transferBackendError},
-	}
-	for _, tt := range tests {
-		if got := streamTransfer(tt.cut, tt.done); got != tt.want {
-			t.Errorf("%s: streamTransfer = %d, want %d", tt.name, got, tt.want)
-		}
-	}
-	for _, tt := range []struct {
-		gone, cut bool
-		want      transfer
-	}{
-		{want: transferBackendError},
-		{cut: true, want: transferBackendTimeout},
-		{gone: true, want: transferClientGone},
-		{gone: true, cut: true, want: transferClientGone},
-	} {
-		if got := backendTransfer(tt.gone, tt.cut); got != tt.want {
-			t.Errorf("backendTransfer(gone %v, cut %v) = %d, want %d", tt.gone, tt.cut, got, tt.want)
 		}
 	}
 }
@@ -398,7 +367,7 @@ func TestAccessLogLines(t *testing.T) {
 			map[string]any{"status": 400, "reason": reasonBadRequest, "end": "refused", "attempts": 0}},
 		{"malformed (the server's error handler)", rawExchange(t, e.ln, "GET / HTTP/1.1\r\nHost: shop.test\r\nno colon here\r\n\r\n"),
 			map[string]any{"status": 400, "reason": reasonBadRequest, "end": "refused"}},
-		{"headers too large", rawExchange(t, e.ln, "GET / HTTP/1.1\r\nHost: shop.test\r\nX-Big: "+strings.Repeat("b", readBufferSize)+"\r\n\r\n"),
+		{"headers too large", rawExchange(t, e.ln, "GET / HTTP/1.1\r\nHost: shop.test\r\nX-Big: "+strings.Repeat("b", upstream.ReadBufferSize)+"\r\n\r\n"),
 			map[string]any{"status": 431, "reason": reasonHeadersTooLarge, "end": "refused"}},
 		{"Expect: 100-continue over the limit", rawExchange(t, e.ln, "PUT / HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"),
 			map[string]any{"status": 413, "reason": reasonBodyTooLarge, "end": "refused", "method": "PUT", "bytes_in": 0, "app": "shop"}},
@@ -505,7 +474,7 @@ func TestAccessLogQueue(t *testing.T) {
 func TestAccessLogRefusals(t *testing.T) {
 	full := startBackend(t, func(ctx *fasthttp.RequestCtx) {
 		ctx.SetStatusCode(503)
-		ctx.Response.Header.Set(headerFull, "1")
+		ctx.Response.Header.Set(protocol.HeaderFull, "1")
 	})
 	ok := okBackend(t)
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}},

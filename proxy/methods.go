@@ -39,7 +39,7 @@ func answerMethodNotAllowed(ctx *fasthttp.RequestCtx) {
 // away; the server then closes the connection. The handler does not run for such a request,
 // so it is counted here.
 func (p *Proxy) expectContinue(ctx *fasthttp.RequestCtx) int {
-	start := p.clock.now()
+	start := p.clock.Now()
 	snap := p.bal.Snapshot()
 	limit := snap.Config().Proxy.MaxRequestBody
 	switch {
@@ -56,6 +56,6 @@ func (p *Proxy) expectContinue(ctx *fasthttp.RequestCtx) int {
 	e.routed(app)
 	p.requests.of(snap, app).Count(code)
 	p.answers.count(code, &ctx.Response.Header)
-	p.finish(ctx, e, p.clock.now()-start, true, false)
+	p.finish(ctx, e, p.clock.Now()-start, true, false)
 	return code
 }

@@ -5,58 +5,47 @@ import (
 	"io"
 	"net"
 	"syscall"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
-	"pollbal/protocol"
+	"pollbal/proxy/upstream"
 )
 
-// outcome is how one forward attempt ended.
+// outcome is how one step of a forward ended (forward.go): a try, a retry or a wait in the queue.
 type outcome uint8
 
 const (
-	outcomeOK           outcome = iota // the backend answered; its response is in ctx.Response
-	outcomeNoCandidate                 // the balancer had no candidate left
-	outcomeNotSent                     // no connection could be had: dial failed; nothing was sent
-	outcomeBusy                        // our connection limit to the backend was full; nothing was sent
-	outcomeConnFailed                  // the connection failed after the request was (maybe) sent
-	outcomeTimeout                     // no complete answer within proxy.backend_timeout
-	outcomeBadResponse                 // the backend answered something that is not a usable response
-	outcomeClientGone                  // the client went away, or failed while sending its body
-	outcomeBodyTooLarge                // a streamed request body grew over proxy.max_request_body
-	outcomeFull                        // the backend refused it as full (503 + X-Pool-Full) before doing any work
-	outcomeQueueFull                   // no candidate, and the pool's queue was full
-	outcomeQueueTimeout                // no candidate, and no slot came within proxy.queue_timeout
-	outcomeLeftQueue                   // no candidate, and the client went away while queued
+	outcomeOK            outcome = iota // the backend answered; its response is in ctx.Response
+	outcomeUpgraded                     // the backend switched protocols: the upgraded connection has the request
+	outcomeNoCandidate                  // the balancer had no candidate left (or the queue none to wait for)
+	outcomeBehindWaiters                // a first try found others waiting in the queue: it waits behind them
+	outcomeNotSent                      // no connection could be had: dial failed; nothing was sent
+	outcomeConnFailed                   // the connection failed after the request was (maybe) sent
+	outcomeTimeout                      // no complete answer within proxy.backend_timeout
+	outcomeBadResponse                  // the backend answered something that is not a usable response
+	outcomeClientGone                   // the client went away, or failed while sending its body
+	outcomeBodyTooLarge                 // a streamed request body grew over proxy.max_request_body
+	outcomeFull                         // the backend refused it as full (503 + X-Pool-Full) before doing any work
+	outcomeQueueFull                    // no candidate, and the pool's queue was full
+	outcomeQueueTimeout                 // no candidate, and no slot came within proxy.queue_timeout
+	outcomeLeftQueue                    // no candidate, and the client went away while queued
 )
-
-// headerFull marks a backend's 503 that refused a request before doing any work.
-const headerFull = protocol.HeaderFull
-
-// refusedAsFull reports whether a backend's response is a refusal as full: 503 with X-Pool-Full.
-func refusedAsFull(resp *fasthttp.Response) bool {
-	return resp.StatusCode() == fasthttp.StatusServiceUnavailable && resp.Header.Peek(headerFull) != nil
-}
 
 // classify maps the error of a round trip to an outcome.
 func classify(err error) outcome {
 	if err == nil {
 		return outcomeOK
 	}
-	var de *dialError
+	var de *upstream.DialError
 	if errors.As(err, &de) {
 		return outcomeNotSent
 	}
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, upstream.ErrClientGone) {
 		return outcomeClientGone
 	}
-	if errors.Is(err, errUnexpectedSwitch) || errors.Is(err, errTooManyInterim) {
+	if errors.Is(err, upstream.ErrUnexpectedSwitch) || errors.Is(err, upstream.ErrTooManyInterim) {
 		return outcomeBadResponse
-	}
-	if errors.Is(err, fasthttp.ErrNoFreeConns) {
-		return outcomeBusy
 	}
 	if errors.Is(err, fasthttp.ErrTimeout) {
 		return outcomeTimeout
@@ -83,7 +72,7 @@ func classify(err error) outcome {
 // may see twice. A timeout is never retried: the backend may still be working on the request.
 func retryable(o outcome, idempotent bool) bool {
 	switch o {
-	case outcomeNotSent, outcomeBusy:
+	case outcomeNotSent:
 		return true
 	case outcomeConnFailed:
 		return idempotent
@@ -94,7 +83,7 @@ func retryable(o outcome, idempotent bool) bool {
 // backendError is what a failed attempt tells the balancer (Failed, or TimedOut) and the
 // reason it is counted under in pollbal_backend_errors_total (and, for every reason but
 // bad_response, towards eject_after); ok is false for an attempt that did not fail because of
-// the backend (the client went away, its body was too large, our own connection limit). A dial
+// the backend (the client went away, its body was too large). A dial
 // the backend's host refused is refused; any other dial failure (a timeout, an unreachable
 // host) is connect.
 func backendError(o outcome, err error) (as balancer.Outcome, r balancer.ErrorReason, ok bool) {
@@ -123,29 +112,4 @@ func idempotent(method []byte) bool {
 		return true
 	}
 	return false
-}
-
-// dialError marks an error that happened while connecting, before any byte of the request was
-// written, so that classify can tell it from a failure after sending.
-type dialError struct{ err error }
-
-func (e *dialError) Error() string { return "dial backend: " + e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
-
-// dialBackend dials a backend for the watchdog's dialer: fasthttp's own dialer (IPv4 and IPv6,
-// DNS cache), with its errors marked as dial errors.
-func dialBackend(addr string, timeout time.Duration) (net.Conn, error) {
-	var (
-		c   net.Conn
-		err error
-	)
-	if timeout > 0 {
-		c, err = fasthttp.DialDualStackTimeout(addr, timeout)
-	} else {
-		c, err = fasthttp.DialDualStack(addr)
-	}
-	if err != nil {
-		return nil, &dialError{err: err}
-	}
-	return c, nil
 }

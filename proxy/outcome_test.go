@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/proxy/upstream"
 )
 
 func TestClassify(t *testing.T) {
@@ -21,9 +22,8 @@ func TestClassify(t *testing.T) {
 		want outcome
 	}{
 		{name: "success", err: nil, want: outcomeOK},
-		{name: "connection refused", err: &dialError{err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, want: outcomeNotSent},
-		{name: "dial timeout is a dial error", err: &dialError{err: fasthttp.ErrDialTimeout}, want: outcomeNotSent},
-		{name: "connection limit", err: fasthttp.ErrNoFreeConns, want: outcomeBusy},
+		{name: "connection refused", err: &upstream.DialError{Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, want: outcomeNotSent},
+		{name: "dial timeout is a dial error", err: &upstream.DialError{Err: fasthttp.ErrDialTimeout}, want: outcomeNotSent},
 		{name: "fasthttp timeout", err: fasthttp.ErrTimeout, want: outcomeTimeout},
 		{name: "read deadline", err: &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, want: outcomeTimeout},
 		{name: "closed before the first byte", err: fasthttp.ErrConnectionClosed, want: outcomeConnFailed},
@@ -51,7 +51,6 @@ func TestRetryable(t *testing.T) {
 	}{
 		{name: "nothing sent, POST", o: outcomeNotSent, want: true},
 		{name: "nothing sent, GET", o: outcomeNotSent, idempotent: true, want: true},
-		{name: "our connection limit", o: outcomeBusy, want: true},
 		{name: "connection failed, POST", o: outcomeConnFailed},
 		{name: "connection failed, GET", o: outcomeConnFailed, idempotent: true, want: true},
 		{name: "timeout, GET", o: outcomeTimeout, idempotent: true},
@@ -70,7 +69,7 @@ func TestRetryable(t *testing.T) {
 // TimedOut) and its pollbal_backend_errors_total reason: every outcome, with the errors that
 // tell refused from connect.
 func TestBackendError(t *testing.T) {
-	refused := &dialError{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	refused := &upstream.DialError{Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	tests := []struct {
 		name   string
 		o      outcome
@@ -80,17 +79,16 @@ func TestBackendError(t *testing.T) {
 		wantOK bool
 	}{
 		{name: "dial refused", o: outcomeNotSent, err: refused, as: balancer.Failed, want: balancer.ErrorRefused, wantOK: true},
-		{name: "dial timed out", o: outcomeNotSent, err: &dialError{err: fasthttp.ErrDialTimeout}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
-		{name: "host unreachable", o: outcomeNotSent, err: &dialError{err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
-		{name: "name does not resolve", o: outcomeNotSent, err: &dialError{err: &net.DNSError{Err: "no such host", Name: "backend.invalid", IsNotFound: true}}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
+		{name: "dial timed out", o: outcomeNotSent, err: &upstream.DialError{Err: fasthttp.ErrDialTimeout}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
+		{name: "host unreachable", o: outcomeNotSent, err: &upstream.DialError{Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
+		{name: "name does not resolve", o: outcomeNotSent, err: &upstream.DialError{Err: &net.DNSError{Err: "no such host", Name: "backend.invalid", IsNotFound: true}}, as: balancer.Failed, want: balancer.ErrorConnect, wantOK: true},
 		{name: "reset after sending", o: outcomeConnFailed, err: syscall.ECONNRESET, as: balancer.Failed, want: balancer.ErrorReset, wantOK: true},
 		{name: "closed before an answer", o: outcomeConnFailed, err: io.EOF, as: balancer.Failed, want: balancer.ErrorReset, wantOK: true},
 		{name: "no answer in time", o: outcomeTimeout, err: fasthttp.ErrTimeout, as: balancer.TimedOut, want: balancer.ErrorTimeout, wantOK: true},
-		{name: "unusable answer", o: outcomeBadResponse, err: errUnexpectedSwitch, as: balancer.Failed, want: balancer.ErrorBadResponse, wantOK: true},
+		{name: "unusable answer", o: outcomeBadResponse, err: upstream.ErrUnexpectedSwitch, as: balancer.Failed, want: balancer.ErrorBadResponse, wantOK: true},
 		{name: "answered", o: outcomeOK},
 		{name: "refused as full is not an error", o: outcomeFull},
-		{name: "our own connection limit", o: outcomeBusy, err: fasthttp.ErrNoFreeConns},
-		{name: "client went away", o: outcomeClientGone, err: errClientGone},
+		{name: "client went away", o: outcomeClientGone, err: upstream.ErrClientGone},
 		{name: "client left the queue", o: outcomeLeftQueue},
 		{name: "body too large", o: outcomeBodyTooLarge, err: errBodyTooLarge},
 		{name: "no candidate", o: outcomeNoCandidate},

@@ -19,6 +19,8 @@ import (
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/defaults"
+	"pollbal/proxy/clientconn"
+	"pollbal/proxy/upstream"
 )
 
 // Options configure a Proxy.
@@ -36,10 +38,10 @@ type Options struct {
 type Proxy struct {
 	bal       *balancer.Balancer
 	log       *slog.Logger
-	upstreams *upstreams
-	watch     *watchdog   // enforces proxy.backend_timeout on backend connections
-	bufs      copyBuffers // carry streamed bodies
-	clock     monoClock   // times requests
+	upstreams *upstream.Pools
+	watch     *upstream.Watchdog   // enforces proxy.backend_timeout on backend connections
+	bufs      upstream.CopyBuffers // carry streamed bodies
+	clock     upstream.MonoClock   // times requests
 	srv       *fasthttp.Server
 	alog      *accesslog.Logger // nil: off
 	entries   logEntries        // the requests' access-log entries
@@ -57,6 +59,8 @@ type Proxy struct {
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
 	stopping atomic.Bool
+	// clientHooks is what the listeners ask of the proxy (clientconn.Hooks).
+	clientHooks clientconn.Hooks
 
 	// handling counts the requests inside Handler, on a cache line of its own (every request
 	// changes it twice). Above procs (GOMAXPROCS when the proxy was built) other goroutines are
@@ -69,12 +73,12 @@ type Proxy struct {
 
 	mu       sync.Mutex // guards the fields below
 	stopped  bool
-	serveLns []*listener
+	serveLns []*clientconn.Listener
 }
 
 // New builds a Proxy on a balancer. The server's settings follow the bench tuning
 // (bench/TUNING.md): no server-side read, write or idle deadlines (the client timeouts
-// are enforced by each listener's scanner instead, see scan.go), no Server, Date or default
+// are enforced by each listener's scanner instead, see clientconn), no Server, Date or default
 // Content-Type headers of its own, and the request time taken lazily.
 func New(o Options) (*Proxy, error) {
 	if o.Balancer == nil {
@@ -87,7 +91,7 @@ func New(o Options) (*Proxy, error) {
 		bal:   bal,
 		log:   o.Logger,
 		alog:  o.AccessLog,
-		clock: newMonoClock(),
+		clock: upstream.NewMonoClock(),
 		procs: int64(runtime.GOMAXPROCS(0)),
 	}
 	open := func() float64 { return float64(p.open.Load()) }
@@ -96,14 +100,30 @@ func New(o Options) (*Proxy, error) {
 	if p.connMetrics, err = newConnMetrics(o.Registerer, open, upgraded); err != nil {
 		return nil, err
 	}
+	m := p.connMetrics
+	p.clientHooks = clientconn.Hooks{
+		Admit:          p.admit,
+		Release:        func() { p.open.Add(-1) },
+		Limits:         p.clientLimits,
+		Stopping:       p.stopping.Load,
+		Now:            p.clock.Now,
+		Yield:          p.yieldIfBusy,
+		HeaderTimedOut: p.headerTimedOut,
+		Log:            p.log,
+		Metrics: &clientconn.Metrics{
+			AcceptErrors: m.acceptErrors, Refused: m.refused,
+			HeaderTimeouts: m.headerTimeouts, ClientTimeouts: m.clientTimeouts, IdleTimeouts: m.idleTimeouts,
+			TLSHandshakeErrors: m.tlsHandshakeErrors,
+		},
+	}
 	if p.answers, err = newAnswerMetrics(o.Registerer); err != nil {
 		return nil, err
 	}
 	if p.requests, err = newRequestMetrics(bal, o.Registerer); err != nil {
 		return nil, err
 	}
-	p.watch = newWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout })
-	p.upstreams = newUpstreams(bal, p.watch)
+	p.watch = upstream.NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, clientconn.Gone)
+	p.upstreams = upstream.NewPools(bal, p.watch, &p.bufs, p.yieldIfBusy)
 	p.srv = &fasthttp.Server{
 		Handler:            p.Handler,
 		ErrorHandler:       p.errorHandler,
@@ -115,7 +135,7 @@ func New(o Options) (*Proxy, error) {
 		// Bodies over proxy.buffer_request_body reach the handler as streams (body.go).
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		ReadBufferSize:               readBufferSize,
+		ReadBufferSize:               upstream.ReadBufferSize,
 		NoDefaultServerHeader:        true,
 		NoDefaultDate:                true,
 		NoDefaultContentType:         true,
@@ -144,8 +164,7 @@ func (p *Proxy) ServeTLS(ln net.Listener, conf *tls.Config) error {
 }
 
 func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
-	l := newListener(ln, p)
-	l.tls = conf
+	l := clientconn.NewListener(ln, conf, &p.clientHooks)
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
@@ -155,7 +174,7 @@ func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
 	p.serveLns = append(p.serveLns, l)
 	p.mu.Unlock()
 
-	go l.scanLoop()
+	go l.ScanLoop()
 	err := p.srv.Serve(l)
 	p.mu.Lock()
 	stopped := p.stopped
@@ -195,7 +214,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	if uerr := p.upgrades.drain(ctx); uerr != nil && err == nil {
 		err = uerr
 	}
-	p.upstreams.closeIdle()
+	p.upstreams.CloseIdle()
 	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {
 		return fmt.Errorf("shut down proxy: %w", ctxErr)
 	}
@@ -209,17 +228,17 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 // waitServed waits until no listener has a connection the server still serves (the scanners
 // close them as Shutdown says), or ctx ends. A listener counts once two of its scans have
 // ended since stopping was set: the first may have begun before it.
-func (p *Proxy) waitServed(ctx context.Context, lns []*listener) {
+func (p *Proxy) waitServed(ctx context.Context, lns []*clientconn.Listener) {
 	marks := make([]uint64, len(lns))
 	for i, l := range lns {
-		marks[i] = l.scans.Load()
+		marks[i] = l.Scans()
 	}
-	tick := time.NewTicker(drainTick / 5)
+	tick := time.NewTicker(clientconn.DrainTick / 5)
 	defer tick.Stop()
 	for {
 		done := true
 		for i, l := range lns {
-			if !l.scanEnded.Load() && (l.scans.Load() < marks[i]+2 || l.served.Load() > 0) {
+			if !l.ScanEnded() && (l.Scans() < marks[i]+2 || l.Served() > 0) {
 				done = false
 				break
 			}
@@ -237,18 +256,24 @@ func (p *Proxy) waitServed(ctx context.Context, lns []*listener) {
 
 // connState follows a client connection through fasthttp's states, for the client timeouts.
 func (p *Proxy) connState(nc net.Conn, st fasthttp.ConnState) {
-	c := trackedConn(nc)
+	c := clientconn.Tracked(nc)
 	if c == nil {
 		return
 	}
 	switch st {
 	case fasthttp.StateActive:
-		c.requestStarted()
+		c.RequestStarted()
 	case fasthttp.StateIdle:
-		c.requestServed()
+		c.RequestServed()
 	case fasthttp.StateHijacked:
-		c.hijacked()
+		c.Hijacked()
 	}
+}
+
+// clientLimits reads the client timeouts of the current configuration.
+func (p *Proxy) clientLimits() clientconn.Limits {
+	pc := &p.bal.Snapshot().Config().Proxy
+	return clientconn.Limits{Header: pc.HeaderTimeout, Client: pc.ClientTimeout, Idle: pc.IdleTimeout}
 }
 
 // admit counts a new client connection in, unless proxy.max_connections are open.
@@ -280,11 +305,11 @@ func bufferLimit(pc *configs.Proxy) int {
 // handshake that failed is no request: it was counted as such (tlsConn.handshake), and no
 // answer can be written on its connection.
 func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
-	if tc, ok := ctx.Conn().(*tlsConn); ok && !tc.shook {
+	if tc, ok := ctx.Conn().(*clientconn.TLSConn); ok && !tc.Handshaken() {
 		return
 	}
 	snap := p.bal.Snapshot()
-	e := p.beginEntry(ctx, snap.Config(), p.clock.now())
+	e := p.beginEntry(ctx, snap.Config(), p.clock.Now())
 	code := answerServerError(ctx, err, snap.Config().Proxy.MaxRequestBody)
 	app := snap.Route(ctx.Host())
 	e.routed(app)

@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/proxy/clientconn"
 )
 
 // wait queues a request that found no candidate (proxy.queue_timeout; balancer/queue.go) and
@@ -14,7 +15,7 @@ import (
 // the queue at once.
 func (p *Proxy) wait(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *balancer.App) (balancer.Lease, error) {
 	conn := ctx.Conn()
-	return p.bal.Wait(snap, app, func() bool { return clientGone(conn) })
+	return p.bal.Wait(snap, app, func() bool { return clientconn.Gone(conn) })
 }
 
 // queueOutcome maps an error of balancer.Wait to an outcome.

@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pollbal/proxy/clientconn"
+	"pollbal/proxy/upstream"
+
 	"github.com/valyala/fasthttp"
 )
 
@@ -15,31 +18,30 @@ import (
 // writes the header and then the body straight to the client connection, and closes the
 // stream, ending the forward, when done. The hijacked connection is no longer the scanner's,
 // so the relay enforces clientTimeout (proxy.client_timeout; 0: none) itself: a client that
-// accepts no byte for that long ends it, as it would any other response.
-func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Duration) {
-	b, ok := ctx.Response.BodyStream().(*responseBody)
+// accepts no byte for that long ends it, as it would any other response, which e, the
+// request's entry that the stream owns, records.
+func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, e *logEntry, clientTimeout time.Duration) {
+	b, ok := ctx.Response.BodyStream().(*upstream.ResponseBody)
 	if !ok {
 		return
 	}
-	b.detached = true
-	ctx.Response.ResetBody()
-	b.detached = false
+	b.DetachFrom(&ctx.Response)
 	h := &ctx.Response.Header
 	h.Del(fasthttp.HeaderTransferEncoding)
 	h.SetContentLength(-2) // no length: the body ends when the connection does
 	h.SetConnectionClose()
 	head := append([]byte(nil), h.Header()...)
 	r := &relay{b: b}
-	cc := trackedConn(ctx.Conn())
+	cc := clientconn.Tracked(ctx.Conn())
 	if cc != nil {
 		// fasthttp skips the hijack handler when it fails to flush what it held back for an
 		// earlier pipelined request, and then closes the connection: the close ends the relay.
-		cc.relay.Store(r)
+		cc.SetHandoff(r)
 	}
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		if cc != nil {
-			cc.relay.CompareAndSwap(r, nil)
+			cc.ClearHandoff(r)
 		}
 		if !r.claim() {
 			return
@@ -51,9 +53,7 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Dur
 		}
 		if w.timedOut {
 			p.connMetrics.clientTimeouts.Inc()
-			if b.entry != nil {
-				b.entry.relayTimedOut = true
-			}
+			e.relayTimedOut = true
 		}
 	})
 }
@@ -61,14 +61,14 @@ func (p *Proxy) relayUntilClose(ctx *fasthttp.RequestCtx, clientTimeout time.Dur
 // relay is a response waiting for its relay to an HTTP/1.0 client (relayUntilClose): either
 // the hijack handler or the client connection's Close claims it, and only the first one runs.
 type relay struct {
-	b       *responseBody
+	b       *upstream.ResponseBody
 	claimed atomic.Bool
 }
 
 func (r *relay) claim() bool { return r.claimed.CompareAndSwap(false, true) }
 
-// abandon ends a relay whose hijack handler never ran: the stream is closed, ending the forward.
-func (r *relay) abandon() {
+// Abandon ends a relay whose hijack handler never ran: the stream is closed, ending the forward.
+func (r *relay) Abandon() {
 	if r.claim() {
 		_ = r.b.Close()
 	}

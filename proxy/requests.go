@@ -107,7 +107,7 @@ func (r *appRequests) retire() {
 
 // requestMetrics holds the answered-request series of every app of the balancer's current
 // configuration, and of the requests that matched no app. Like the connection pools
-// (upstream.go) it follows the balancer alone: its table is rebuilt from the balancer's current
+// (upstream.Pools) it follows the balancer alone: its table is rebuilt from the balancer's current
 // snapshot when a request, or a scrape, finds it was built for another configuration, so an app
 // that a reload removes has its series deleted by the next request or scrape, whichever comes
 // first, and nothing has to be called after a reload. It is a prometheus.Collector: it

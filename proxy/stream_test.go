@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +18,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/upstream"
 )
 
 func TestPlanRequestBody(t *testing.T) {
@@ -41,124 +41,6 @@ func TestPlanRequestBody(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := planRequestBody(tt.length, tt.buffer, tt.limit); got != tt.want {
 				t.Errorf("planRequestBody(%d, %d, %d) = %d, want %d", tt.length, tt.buffer, tt.limit, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestPlanResponse(t *testing.T) {
-	tests := []struct {
-		name   string
-		status int
-		head   bool
-		length int
-		want   respPlan
-	}{
-		{name: "small", status: 200, length: 1024, want: respBuffer},
-		{name: "empty", status: 200, length: 0, want: respBuffer},
-		{name: "at the buffer size", status: 200, length: bufferResponseBody, want: respBuffer},
-		{name: "over the buffer size", status: 200, length: bufferResponseBody + 1, want: respStream},
-		{name: "chunked", status: 200, length: -1, want: respStream},
-		{name: "until close", status: 200, length: -2, want: respStream},
-		{name: "large error page", status: 500, length: 1 << 20, want: respStream},
-		{name: "HEAD of a large body", status: 200, head: true, length: 1 << 30, want: respNoBody},
-		{name: "no content", status: 204, length: -2, want: respNoBody},
-		{name: "not modified", status: 304, length: 1 << 20, want: respNoBody},
-		{name: "switching protocols", status: 101, length: -2, want: respUnusable},
-		{name: "switching protocols to HEAD", status: 101, head: true, length: 0, want: respUnusable},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := planResponse(tt.status, tt.head, tt.length); got != tt.want {
-				t.Errorf("planResponse(%d, %v, %d) = %d, want %d", tt.status, tt.head, tt.length, got, tt.want)
-			}
-		})
-	}
-}
-
-// failingIO fails its Read or Write after n bytes.
-type failingIO struct {
-	n   int
-	err error
-}
-
-func (f *failingIO) Read(p []byte) (int, error) {
-	if f.n == 0 {
-		return 0, f.err
-	}
-	k := min(len(p), f.n)
-	f.n -= k
-	return k, nil
-}
-
-func (f *failingIO) Write(p []byte) (int, error) {
-	if f.n < len(p) {
-		k := f.n
-		f.n = 0
-		return k, f.err
-	}
-	f.n -= len(p)
-	return len(p), nil
-}
-
-func TestCopyBody(t *testing.T) {
-	errRead, errWrite := errors.New("read failed"), errors.New("write failed")
-	data := bytes.Repeat([]byte("0123456789"), 1000)
-	tests := []struct {
-		name          string
-		src           io.Reader
-		dst           io.Writer
-		wantN         int64
-		wantRead      error
-		wantWrite     error
-		wantProgress  int
-		wantDstLength int
-	}{
-		{name: "to the end", src: bytes.NewReader(data), dst: &bytes.Buffer{}, wantN: 10000, wantProgress: 3, wantDstLength: 10000},
-		{name: "source fails", src: &failingIO{n: 5000, err: errRead}, dst: &bytes.Buffer{}, wantN: 5000, wantRead: errRead, wantProgress: 2, wantDstLength: 5000},
-		{name: "destination fails", src: bytes.NewReader(data), dst: &failingIO{n: 6000, err: errWrite}, wantN: 6000, wantWrite: errWrite, wantProgress: 1},
-		{name: "empty source", src: bytes.NewReader(nil), dst: &bytes.Buffer{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			progress := 0
-			n, rerr, werr := copyBody(tt.dst, tt.src, make([]byte, 4096), func() { progress++ })
-			if n != tt.wantN || !errors.Is(rerr, tt.wantRead) || !errors.Is(werr, tt.wantWrite) || (tt.wantRead == nil) != (rerr == nil) || (tt.wantWrite == nil) != (werr == nil) {
-				t.Fatalf("copyBody = %d, %v, %v; want %d, %v, %v", n, rerr, werr, tt.wantN, tt.wantRead, tt.wantWrite)
-			}
-			if progress != tt.wantProgress {
-				t.Errorf("progress called %d times, want %d", progress, tt.wantProgress)
-			}
-			if b, ok := tt.dst.(*bytes.Buffer); ok && b.Len() != tt.wantDstLength {
-				t.Errorf("destination got %d bytes, want %d", b.Len(), tt.wantDstLength)
-			}
-		})
-	}
-}
-
-func TestResponseBodyRead(t *testing.T) {
-	tests := []struct {
-		name     string
-		src      string
-		length   int64
-		wantBody string
-		wantErr  error
-		wantDone bool
-	}{
-		{name: "stops at its length", src: "hello, and the next response", length: 5, wantBody: "hello", wantDone: true},
-		{name: "backend closes early", src: "hel", length: 5, wantBody: "hel", wantErr: io.ErrUnexpectedEOF},
-		{name: "until the backend closes", src: "all of it", length: -1, wantBody: "all of it", wantDone: true},
-		{name: "empty", src: "", length: 0, wantDone: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := &responseBody{src: strings.NewReader(tt.src), left: tt.length, open: true}
-			got, err := io.ReadAll(b)
-			if string(got) != tt.wantBody || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
-				t.Fatalf("read %q, %v; want %q, %v", got, err, tt.wantBody, tt.wantErr)
-			}
-			if b.done != tt.wantDone {
-				t.Errorf("done = %v, want %v", b.done, tt.wantDone)
 			}
 		})
 	}
@@ -211,7 +93,7 @@ func TestStreamedResponse(t *testing.T) {
 		}
 	}
 	e.waitIdle()
-	if n := e.p.upstreams.get(e.bal.Snapshot(), backendOf(t, e.bal, "b1")).idleCount(); n != 1 {
+	if n := e.p.upstreams.Get(e.bal.Snapshot(), backendOf(t, e.bal, "b1")).IdleCount(); n != 1 {
 		t.Errorf("%d idle backend connections after three streamed responses in turn, want 1 (reused)", n)
 	}
 }
@@ -439,7 +321,7 @@ func TestClientCheckIgnoresLiveClients(t *testing.T) {
 	var waited atomic.Int64
 	be := startBackend(t, func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
-		deadline := time.NewTimer(5 * clientCheckEvery * watchdogTick)
+		deadline := time.NewTimer(5 * upstream.ClientCheckEvery * upstream.WatchdogTick)
 		<-deadline.C
 		waited.Store(int64(time.Since(start)))
 		ctx.SetBodyString("late but fine")
@@ -680,12 +562,12 @@ func TestRelayThatNeverStartsReleasesItsLease(t *testing.T) {
 	e.waitIdle()
 }
 
-// Regression: after maxInterim informational responses the next one was taken for the final
+// Regression: after MaxInterim informational responses the next one was taken for the final
 // answer and passed on as such, and the backend connection, its real answer still to come,
 // went back to the pool, where the next request would have read that answer as its own. Too
 // many informational responses are now a bad response.
 func TestTooManyInformationalResponses(t *testing.T) {
-	addr, _ := rawBackendAddr(t, strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", maxInterim+1)+
+	addr, _ := rawBackendAddr(t, strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", upstream.MaxInterim+1)+
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr}})
 	e := newEnv(t, cfg, "b1")
@@ -693,7 +575,7 @@ func TestTooManyInformationalResponses(t *testing.T) {
 	if r.code != 502 || r.headers["x-pollbal-reason"] != "bad_response" {
 		t.Fatalf("got %v, want 502 bad_response", r)
 	}
-	if n := e.p.upstreams.get(e.bal.Snapshot(), backendOf(t, e.bal, "b1")).idleCount(); n != 0 {
+	if n := e.p.upstreams.Get(e.bal.Snapshot(), backendOf(t, e.bal, "b1")).IdleCount(); n != 0 {
 		t.Errorf("%d backend connections kept for reuse, want none", n)
 	}
 	e.waitIdle()

@@ -17,6 +17,7 @@ import (
 	"pollbal/certs/certstest"
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/upstream"
 )
 
 // tlsEnv is an env that also serves TLS on a real 127.0.0.1 listener, with a certificate for
@@ -288,7 +289,7 @@ func TestTLSClientGoneEndsForward(t *testing.T) {
 // several checks to answer.
 func TestTLSClientCheckIgnoresLiveClients(t *testing.T) {
 	e := newTLSEnv(t, func(ctx *fasthttp.RequestCtx) {
-		deadline := time.NewTimer(5 * clientCheckEvery * watchdogTick)
+		deadline := time.NewTimer(5 * upstream.ClientCheckEvery * upstream.WatchdogTick)
 		<-deadline.C
 		ctx.SetBodyString("late but fine")
 	}, func(*configs.Proxy) {})

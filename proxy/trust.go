@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/proxy/clientconn"
 )
 
 // trustedNets is proxy.trusted_proxies of one configuration, ready for lookups: IPv4 and IPv6
@@ -94,48 +94,15 @@ func (c *trustCache) get(cfg *configs.Config) *trustedNets {
 	return t
 }
 
-// clientIP is who a client is to the headers pollbal sets: its IP (clientAddr; tcp is
-// clientAddr's ok) and, for X-Forwarded-For and X-Real-IP, that IP as text, or "unknown" when
-// the client is not on TCP. A client connection works it out once, when accepted (track); text
-// is then read-only.
-type clientIP struct {
-	ip   netip.Addr
-	tcp  bool
-	text []byte
-}
-
-func newClientIP(addr net.Addr) clientIP {
-	ip, tcp := clientAddr(addr)
-	return clientIP{ip: ip, tcp: tcp, text: appendClientIP(nil, ip, tcp)}
-}
-
 // requestClientIP is the clientIP of the request's connection: the one worked out when it was
 // accepted, or (a connection pollbal's listener did not wrap, in tests) one worked out now with
 // its text in buf.
-func requestClientIP(ctx *fasthttp.RequestCtx, buf *[64]byte) clientIP {
-	if c := trackedConn(ctx.Conn()); c != nil {
-		return c.client
+func requestClientIP(ctx *fasthttp.RequestCtx, buf *[64]byte) clientconn.IP {
+	if c := clientconn.Tracked(ctx.Conn()); c != nil {
+		return c.Client()
 	}
-	ip, tcp := clientAddr(ctx.RemoteAddr())
-	return clientIP{ip: ip, tcp: tcp, text: appendClientIP(buf[:0], ip, tcp)}
-}
-
-func appendClientIP(dst []byte, ip netip.Addr, tcp bool) []byte {
-	if !tcp {
-		return append(dst, "unknown"...)
-	}
-	return ip.AppendTo(dst)
-}
-
-// clientAddr is the IP of a TCP client address, IPv4-mapped IPv6 unmapped; ok is false for
-// anything else (an in-memory connection).
-func clientAddr(addr net.Addr) (ip netip.Addr, ok bool) {
-	if tcp, isTCP := addr.(*net.TCPAddr); isTCP {
-		if ip, ok := netip.AddrFromSlice(tcp.IP); ok {
-			return ip.Unmap(), true
-		}
-	}
-	return netip.Addr{}, false
+	ip, tcp := clientconn.Addr(ctx.RemoteAddr())
+	return clientconn.IP{IP: ip, TCP: tcp, Text: clientconn.AppendIP(buf[:0], ip, tcp)}
 }
 
 // maxForwardedHops bounds the X-Forwarded-For entries forwardedClient looks at, from the right:

@@ -8,6 +8,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/clientconn"
 )
 
 func prefixes(ss ...string) []netip.Prefix {
@@ -96,7 +97,7 @@ func TestClientAddr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := clientAddr(tt.addr)
+			got, ok := clientconn.Addr(tt.addr)
 			if ok != tt.wantOK || (ok && got.String() != tt.want) {
 				t.Errorf("clientAddr(%v) = %v, %v; want %s, %v", tt.addr, got, ok, tt.want, tt.wantOK)
 			}

@@ -10,6 +10,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/balancer"
+	"pollbal/proxy/clientconn"
+	"pollbal/proxy/upstream"
 )
 
 // Header names of an upgrade.
@@ -100,13 +102,13 @@ func answerUpgradeUnsupported(ctx *fasthttp.RequestCtx) {
 }
 
 // startUpgrade takes over a forward whose backend answered 101 to a WebSocket upgrade: the
-// backend connection and the lease now belong to an upgradeSession, which fasthttp runs once
-// the handler returns (ctx.Hijack, with no response of its own: the session writes the
-// backend's 101). The client connection leaves the client timeouts for the session's own
-// upgrade_idle_timeout, and the backend connection leaves the backend-timeout watchdog. The
-// request's log entry e goes to the session too, which finishes it when it ends: the caller
-// must not touch e once startUpgrade has been called.
-func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease balancer.Lease, e *logEntry) {
+// backend connection (already out of the watchdog's care, RoundTrip) and the lease now belong
+// to an upgradeSession, which fasthttp runs once the handler returns (ctx.Hijack, with no
+// response of its own: the session writes the backend's 101). The client connection leaves the
+// client timeouts for the session's own upgrade_idle_timeout. The request's log entry e goes to
+// the session too, which finishes it when it ends: the caller must not touch e once
+// startUpgrade has been called.
+func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *upstream.BackendConn, lease balancer.Lease, e *logEntry) {
 	h := &ctx.Response.Header
 	protocol := append([]byte(nil), h.Peek(headerUpgrade)...)
 	stripResponseHeaders(h)
@@ -115,10 +117,8 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease ba
 	h.Set(headerBackend, lease.Backend.ID)
 	h.Set(headerPool, lease.Pool)
 	setResponseID(h, e.rec.RequestID)
-	e.handOver(ctx)
+	e.recordAnswer(ctx)
 
-	bc.wc.setClient(nil)
-	p.watch.forget(bc.wc)
 	s := &upgradeSession{
 		p:     p,
 		bc:    bc,
@@ -127,10 +127,10 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease ba
 		head:  h.AppendBytes(nil),
 		idle:  p.bal.Snapshot().Config().Proxy.UpgradeIdleTimeout,
 	}
-	if c := trackedConn(ctx.Conn()); c != nil {
+	if c := clientconn.Tracked(ctx.Conn()); c != nil {
 		s.cc = c
-		c.hijacked()
-		c.upgrade.Store(s)
+		c.Hijacked()
+		c.SetHandoff(s)
 	}
 	p.upgrades.add(s)
 	ctx.HijackSetNoResponse(true)
@@ -143,11 +143,11 @@ func (p *Proxy) startUpgrade(ctx *fasthttp.RequestCtx, bc *backendConn, lease ba
 // concurrent use and must not be copied.
 type upgradeSession struct {
 	p     *Proxy
-	bc    *backendConn
+	bc    *upstream.BackendConn
 	lease balancer.Lease
-	head  []byte        // the backend's 101, as passed on
-	idle  time.Duration // proxy.upgrade_idle_timeout; 0: none
-	cc    *clientConn   // the client connection (under TLS, if any), when it is one of pollbal's listeners'
+	head  []byte           // the backend's 101, as passed on
+	idle  time.Duration    // proxy.upgrade_idle_timeout; 0: none
+	cc    *clientconn.Conn // the client connection (under TLS, if any), when it is one of pollbal's listeners'
 	// entry is the request's access-log entry, finished by end (nil: none); in and out count
 	// the bytes copied from the client and to it, written by serve before end runs.
 	entry   *logEntry
@@ -169,7 +169,7 @@ func (s *upgradeSession) serve(client net.Conn) {
 		return
 	}
 	if s.cc != nil {
-		s.cc.upgrade.Store(nil)
+		s.cc.ClearHandoff(s)
 	}
 	defer s.end()
 	s.mu.Lock()
@@ -192,29 +192,29 @@ func (s *upgradeSession) serve(client net.Conn) {
 	go func() {
 		defer close(done)
 		buf := make([]byte, upgradeBufferSize)
-		s.in, _, _ = copyBody(s.bc.wc, client, buf, s.touch)
+		s.in, _, _ = upstream.CopyBody(s.bc, client, buf, s.touch)
 		s.close()
 	}()
 	buf := make([]byte, upgradeBufferSize)
-	s.out, _, _ = copyBody(client, s.bc.br, buf, s.touch)
+	s.out, _, _ = upstream.CopyBody(client, s.bc, buf, s.touch)
 	s.close()
 	<-done
 }
 
-// abandon ends a session whose client connection closed before fasthttp handed it over.
-func (s *upgradeSession) abandon() {
+// Abandon ends a session whose client connection closed before fasthttp handed it over.
+func (s *upgradeSession) Abandon() {
 	if s.claimed.CompareAndSwap(false, true) {
 		s.end()
 	}
 }
 
 // touch records traffic.
-func (s *upgradeSession) touch() { s.last.Store(int64(s.p.clock.now())) }
+func (s *upgradeSession) touch() { s.last.Store(int64(s.p.clock.Now())) }
 
 // checkIdle runs when the idle timer fires: it closes a session without traffic for idle, and
 // otherwise sets the timer for the time left.
 func (s *upgradeSession) checkIdle() {
-	quiet := s.p.clock.now() - time.Duration(s.last.Load())
+	quiet := s.p.clock.Now() - time.Duration(s.last.Load())
 	if quiet >= s.idle {
 		s.p.connMetrics.upgradeIdleTimeouts.Inc()
 		s.close()
@@ -241,7 +241,7 @@ func (s *upgradeSession) close() {
 	if timer != nil {
 		timer.Stop()
 	}
-	s.bc.close()
+	s.bc.Close()
 	switch {
 	case s.cc != nil:
 		_ = s.cc.Close()
@@ -256,7 +256,7 @@ func (s *upgradeSession) end() {
 	s.lease.Release()
 	s.p.upgrades.remove(s)
 	if s.entry != nil {
-		s.p.finishTransfer(s.entry, s.p.clock.now(), s.in, s.out, transferUpgradeClosed)
+		s.p.finishTransfer(s.entry, s.p.clock.Now(), s.in, s.out, upstream.TransferUpgradeClosed)
 		s.entry = nil
 	}
 }

@@ -250,13 +250,13 @@ func TestUpgradeAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc, err := e.p.upstreams.get(snap, lease.Backend).get(true)
+	bc, err := e.p.upstreams.Get(snap, lease.Backend).Get(true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc, dialed := acceptClient(t, e.p)
 	s := &upgradeSession{p: e.p, bc: bc, lease: lease, head: []byte("HTTP/1.1 101 Switching Protocols\r\n\r\n"), cc: cc}
-	cc.upgrade.Store(s)
+	cc.SetHandoff(s)
 	e.p.upgrades.add(s)
 	if b.InFlight() != 1 || e.p.upgrades.len() != 1 {
 		t.Fatalf("before: in flight %d, %d sessions; want 1 and 1", b.InFlight(), e.p.upgrades.len())

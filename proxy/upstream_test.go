@@ -48,7 +48,7 @@ func forwardOn(t *testing.T, p *Proxy, snap *balancer.Snapshot, host string) (in
 	if app == nil {
 		t.Fatalf("no app for %s", host)
 	}
-	e := p.beginEntry(&h.ctx, snap.Config(), p.clock.now())
+	e := p.beginEntry(&h.ctx, snap.Config(), p.clock.Now())
 	defer p.entries.put(e)
 	p.forwardSafely(&h.ctx, snap, app, e)
 	return h.ctx.Response.StatusCode(), string(h.ctx.Response.Header.Peek(headerBackend))
@@ -81,7 +81,7 @@ func TestOldAndNewSnapshotsShareConnections(t *testing.T) {
 	if n := be.dials(); n != 1 {
 		t.Errorf("%d connections to the backend for %d requests alternating between two snapshots, want 1", n, 2*rounds)
 	}
-	if n := e.p.upstreams.get(cur, backendOf(t, e.bal, "b1")).idleCount(); n != 1 {
+	if n := e.p.upstreams.Get(cur, backendOf(t, e.bal, "b1")).IdleCount(); n != 1 {
 		t.Errorf("%d idle connections kept, want 1", n)
 	}
 }
@@ -108,7 +108,7 @@ func TestPoolsFollowTheBalancer(t *testing.T) {
 	}
 	old := e.bal.Snapshot()
 	stayB, leaveB := backendOf(t, e.bal, "stay"), backendOf(t, e.bal, "leave")
-	stayPool, leavePool := e.p.upstreams.get(old, stayB), e.p.upstreams.get(old, leaveB)
+	stayPool, leavePool := e.p.upstreams.Get(old, stayB), e.p.upstreams.Get(old, leaveB)
 
 	next := *cfg
 	next.Backends = []configs.Backend{
@@ -120,17 +120,16 @@ func TestPoolsFollowTheBalancer(t *testing.T) {
 		t.Fatalf("got %v, want 200 from stay", r)
 	}
 	cur := e.bal.Snapshot()
-	if got := e.p.upstreams.get(cur, stayB); got != stayPool {
+	if got := e.p.upstreams.Get(cur, stayB); got != stayPool {
 		t.Error("the backend that stayed (capacity 5 → 9) got a new pool")
 	}
 	if n := stay.dials(); n != 1 {
 		t.Errorf("%d connections to the backend that stayed, want 1 (its idle one reused)", n)
 	}
-	tbl := e.p.upstreams.t.Load()
-	if tbl.cfg != cur.Config() || len(tbl.pools) != 2 || tbl.pools[stayB] != stayPool {
-		t.Errorf("table after the reload: config current %v, %d pools, want the current config's two pools", tbl.cfg == cur.Config(), len(tbl.pools))
+	if built, pools := e.p.upstreams.Built(); built != cur.Config() || pools != 2 {
+		t.Errorf("table after the reload: config current %v, %d pools, want the current config's two pools", built == cur.Config(), pools)
 	}
-	if n := leavePool.idleCount(); n != 0 {
+	if n := leavePool.IdleCount(); n != 0 {
 		t.Errorf("%d idle connections kept to the removed backend, want 0", n)
 	}
 
@@ -139,13 +138,13 @@ func TestPoolsFollowTheBalancer(t *testing.T) {
 	if code, id := forwardOn(t, e.p, old, "blog.test"); code != 200 || id != "leave" {
 		t.Fatalf("old snapshot: got %d from %q, want 200 from leave", code, id)
 	}
-	if n := leavePool.idleCount(); n != 0 {
+	if n := leavePool.IdleCount(); n != 0 {
 		t.Errorf("%d idle connections kept to the removed backend after a request on the old snapshot, want 0", n)
 	}
 	if n := leave.dials(); n != 2 {
 		t.Errorf("%d connections to the removed backend, want 2 (the request on the old snapshot dialled its own)", n)
 	}
-	if got := e.p.upstreams.t.Load(); got != tbl {
+	if built, pools := e.p.upstreams.Built(); built != cur.Config() || pools != 2 {
 		t.Error("a request on the old snapshot replaced the current table")
 	}
 	e.waitIdle()

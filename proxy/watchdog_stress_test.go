@@ -19,6 +19,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/clientconn"
 )
 
 // TestWatchdogStress runs many concurrent forwards through a real socket while backends answer
@@ -183,15 +184,7 @@ func TestWatchdogStress(t *testing.T) {
 	}
 
 	busy := func() int {
-		w := e.p.watch
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		n := 0
-		for _, c := range w.conns {
-			if c.state.Load()&stateBusy != 0 {
-				n++
-			}
-		}
+		_, n := e.p.watch.Watched()
 		return n
 	}
 	ids := []string{"b1", "b2"}
@@ -214,87 +207,16 @@ func TestWatchdogStress(t *testing.T) {
 	}
 }
 
-// TestCutNeverHitsTheNextForward plays the interleavings of a cut (watchdog.go, invariant 2):
-// the watchdog judged a request past the timeout in state judged, and by the time it acts the
-// connection is still waiting, or the response has arrived, or the connection already serves
-// the next request. Only the first is closed; in every case the connection is marked and a
-// pool closes it instead of keeping it.
-func TestCutNeverHitsTheNextForward(t *testing.T) {
-	const judged = 7<<stateGenShift | stateBusy
-	tests := []struct {
-		name   string
-		state  uint64 // the connection's state when the watchdog acts
-		closed bool
-	}{
-		{name: "still waiting for the response", state: judged, closed: true},
-		{name: "the response arrived", state: 7 << stateGenShift},
-		{name: "the next request has started", state: 9<<stateGenShift | stateBusy},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			w := newWatchdog(newMonoClock(), func() time.Duration { return time.Second })
-			pc, peer := net.Pipe()
-			t.Cleanup(func() { _ = pc.Close(); _ = peer.Close() })
-			c := &watchConn{Conn: pc, w: w, idx: -1}
-			c.state.Store(tc.state)
-			c.cutIf(judged)
-			if got := isClosed(t, pc); got != tc.closed {
-				t.Fatalf("closed = %v, want %v", got, tc.closed)
-			}
-			if c.reusable() {
-				t.Fatal("a connection the watchdog cut is reusable")
-			}
-			pool := newConnPool("127.0.0.1:1", w, &connShells{})
-			pool.put(&backendConn{wc: c, br: bufio.NewReader(c)})
-			if n := len(pool.idle); n != 0 {
-				t.Fatalf("the pool kept the cut connection (%d idle)", n)
-			}
-			if !isClosed(t, pc) {
-				t.Fatal("put left the cut connection open")
-			}
-		})
-	}
-}
-
-// TestClientCheckMarksBeforeReuse plays invariant 3 of watchdog.go: a client check that finds
-// the client of a finished forward gone leaves the connection alone once the next forward's
-// client is on it, and marks and closes it while the gone client is still on it.
-func TestClientCheckMarksBeforeReuse(t *testing.T) {
-	w := newWatchdog(newMonoClock(), func() time.Duration { return time.Second })
+// TestClientGone checks the peek that tells the watchdog a client went away: a client
+// connection closed by its peer is gone, an open one is not.
+func TestClientGone(t *testing.T) {
 	gone, goneClient := tcpPair(t)
-	_ = goneClient.Close() // the client of the first forward left
 	here, _ := tcpPair(t)
-	testproc.WaitFor(t, 5*time.Second, "the closed client to look gone", func() bool { return clientGone(gone) })
-
-	// The forward ended and the next one took the connection before the check looked.
-	pc, peer := net.Pipe()
-	t.Cleanup(func() { _ = pc.Close(); _ = peer.Close() })
-	c := &watchConn{Conn: pc, w: w, idx: -1}
-	c.setClient(gone)
-	checks := []clientCheck{{backend: c, client: gone}} // what the check collected
-	c.setClient(here)
-	for _, ch := range checks {
-		checkOne(ch)
+	_ = goneClient.Close()
+	testproc.WaitFor(t, 5*time.Second, "the closed client to look gone", func() bool { return clientconn.Gone(gone) })
+	if clientconn.Gone(here) {
+		t.Error("an open client connection looks gone")
 	}
-	if !c.reusable() || isClosed(t, pc) {
-		t.Fatal("the client check closed the connection of the next client's forward")
-	}
-
-	// The gone client is still on the connection: it is marked, closed, and never pooled.
-	c.setClient(gone)
-	checkOne(clientCheck{backend: c, client: gone})
-	if c.reusable() || !c.isGone() || !isClosed(t, pc) {
-		t.Fatal("a connection whose client went away was left open or reusable")
-	}
-}
-
-// isClosed reports whether c was closed on this side (a read fails with io.ErrClosedPipe
-// rather than timing out).
-func isClosed(t *testing.T, c net.Conn) bool {
-	t.Helper()
-	_ = c.SetReadDeadline(time.Now())
-	_, err := c.Read(make([]byte, 1))
-	return errors.Is(err, io.ErrClosedPipe)
 }
 
 // tcpPair returns both ends of a TCP connection on 127.0.0.1.

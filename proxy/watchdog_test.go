@@ -12,53 +12,8 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/testproc"
+	"pollbal/proxy/upstream"
 )
-
-func TestJudge(t *testing.T) {
-	const (
-		limit = 100 * time.Millisecond
-		gen   = 10 // the generation the scan started
-		now   = time.Second
-	)
-	busyAt := func(g uint64) uint64 { return g<<stateGenShift | stateBusy }
-	tests := []struct {
-		name      string
-		state     uint64
-		seen      uint64
-		since     time.Duration
-		limit     time.Duration
-		wantSince time.Duration
-		wantSeen  uint64
-		wantCut   bool
-	}{
-		{name: "idle keep-alive connection is left alone however old", state: 3 << stateGenShift, seen: busyAt(3), since: 0, limit: limit,
-			wantSince: 0, wantSeen: busyAt(3)},
-		{name: "new request from an older generation is tracked from now", state: busyAt(9), seen: busyAt(3), since: 0, limit: limit,
-			wantSince: now, wantSeen: busyAt(9)},
-		{name: "new request of the current generation waits for the next scan", state: busyAt(gen), seen: busyAt(3), since: 0, limit: limit,
-			wantSince: 0, wantSeen: busyAt(3)},
-		{name: "tracked request under the limit stays", state: busyAt(9), seen: busyAt(9), since: now - limit + time.Millisecond, limit: limit,
-			wantSince: now - limit + time.Millisecond, wantSeen: busyAt(9)},
-		{name: "tracked request at the limit is cut", state: busyAt(9), seen: busyAt(9), since: now - limit, limit: limit,
-			wantSince: now - limit, wantSeen: busyAt(9), wantCut: true},
-		{name: "first request is tracked from its dial", state: busyAt(9) | stateFirst, seen: busyAt(9) | stateFirst, since: now - 2*limit, limit: limit,
-			wantSince: now - 2*limit, wantSeen: busyAt(9) | stateFirst, wantCut: true},
-		{name: "second request after the first is a new request", state: busyAt(9), seen: busyAt(9) | stateFirst, since: now - 2*limit, limit: limit,
-			wantSince: now, wantSeen: busyAt(9)},
-		{name: "waiting again for more of the same response keeps its start", state: busyAt(5), seen: busyAt(5), since: now - limit, limit: limit,
-			wantSince: now - limit, wantSeen: busyAt(5), wantCut: true},
-		{name: "no timeout configured never cuts", state: busyAt(1), seen: busyAt(1), since: 0, limit: 0,
-			wantSince: 0, wantSeen: busyAt(1)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			since, seen, cut := judge(tt.state, tt.seen, tt.since, gen, now, tt.limit)
-			if since != tt.wantSince || seen != tt.wantSeen || cut != tt.wantCut {
-				t.Errorf("judge = (%v, %#x, %v), want (%v, %#x, %v)", since, seen, cut, tt.wantSince, tt.wantSeen, tt.wantCut)
-			}
-		})
-	}
-}
 
 // connBackend is a backend that records the connections its requests came on. "/stall" never
 // answers until the test ends; "/trickle" sends its headers and part of a chunked body, then
@@ -155,7 +110,7 @@ func TestWatchdogTimeout(t *testing.T) {
 			}
 			elapsed := time.Since(start)
 			t.Logf("answered or cut after %v", elapsed)
-			if limit := timeout + 2*watchdogTick + slack; elapsed < timeout || elapsed > limit {
+			if limit := timeout + 2*upstream.WatchdogTick + slack; elapsed < timeout || elapsed > limit {
 				t.Errorf("answered after %v, want between %v and %v", elapsed, timeout, limit)
 			}
 			if n := slow.connCount(); n != tt.wantConns {
@@ -191,13 +146,11 @@ func TestWatchdogKeepsIdleConnections(t *testing.T) {
 					t.Fatalf("request %d: got %v", i+1, r)
 				}
 				// Idle for well past the timeout, over several scans.
-				idleSince, scans := time.Now(), e.p.watch.scans.Load()
+				idleSince, scans := time.Now(), e.p.watch.Scans()
 				testproc.WaitFor(t, 10*time.Second, "the watchdog to scan past the timeout", func() bool {
-					return time.Since(idleSince) > timeout+3*watchdogTick && e.p.watch.scans.Load() >= scans+4
+					return time.Since(idleSince) > timeout+3*upstream.WatchdogTick && e.p.watch.Scans() >= scans+4
 				})
-				e.p.watch.mu.Lock()
-				watched := len(e.p.watch.conns)
-				e.p.watch.mu.Unlock()
+				watched, _ := e.p.watch.Watched()
 				if watched != 1 {
 					t.Fatalf("after idling, %d backend connections are watched, want 1", watched)
 				}

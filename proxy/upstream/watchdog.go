@@ -1,19 +1,21 @@
-package proxy
+package upstream
 
 import (
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"pollbal/proxy/indexed"
 )
 
-// watchdogTick is how often the watchdog scans the backend connections. A forward that has
+// WatchdogTick is how often the watchdog scans the backend connections. A forward that has
 // been outstanding for proxy.backend_timeout is cut within two ticks after that (its start is
 // known to one tick, and the scan that sees it expired comes at most one tick later); it is
 // never cut earlier.
-const watchdogTick = 25 * time.Millisecond
+const WatchdogTick = 25 * time.Millisecond
 
-// watchdog enforces proxy.backend_timeout on backend connections without per-request
+// Watchdog enforces proxy.backend_timeout on backend connections without per-request
 // deadlines: each connection marks, with one atomic store, when a request starts on it (its
 // first Write after a response arrived) and when response data arrives (a Read that returns
 // bytes), and the watchdog closes a connection whose request has been outstanding longer than
@@ -23,9 +25,10 @@ const watchdogTick = 25 * time.Millisecond
 // The watchdog goroutine runs only while backend connections exist: the first connection
 // starts it, and it ends at the first scan that finds none (after Shutdown closed them, or
 // fasthttp closed them as idle). It is safe for concurrent use.
-type watchdog struct {
+type Watchdog struct {
 	limit func() time.Duration // the current proxy.backend_timeout; 0 disables it
-	clock monoClock
+	gone  func(client net.Conn) bool
+	clock MonoClock
 
 	// gen is the scan generation: a request records the generation current when it starts,
 	// so the watchdog knows it started before the scan that moved past that generation.
@@ -35,8 +38,8 @@ type watchdog struct {
 	timeout atomic.Int64
 	scans   atomic.Uint64 // scans done (tests wait on it)
 
-	mu      sync.Mutex // guards the fields below and every watchConn's since, seen and idx
-	conns   []*watchConn
+	mu      sync.Mutex // guards the fields below and every WatchConn's since, seen and idx
+	conns   []*WatchConn
 	running bool
 }
 
@@ -95,27 +98,30 @@ type watchdog struct {
 //
 //  4. Every lease comes back exactly once: the watchdog never releases anything. It only
 //     closes connections, and the forward's own Read or Write then fails on the path that
-//     releases its lease (handler.go's attempt, stream.go's Close, upgrade.go's end).
-//     TestWatchdogStress checks it under -race with clients leaving at random moments.
+//     releases its lease (proxy's forward and upgraded connection, stream.go's Close).
+//     proxy's TestWatchdogStress checks it under -race with clients leaving at random moments.
 
-func newWatchdog(clock monoClock, limit func() time.Duration) *watchdog {
-	return &watchdog{limit: limit, clock: clock}
+// NewWatchdog returns a watchdog on clock that applies the backend timeout limit returns, and
+// closes the backend connection of a forward whose client connection gone reports gone (it
+// must not block: it peeks, as clientconn.Gone does).
+func NewWatchdog(clock MonoClock, limit func() time.Duration, gone func(client net.Conn) bool) *Watchdog {
+	return &Watchdog{limit: limit, gone: gone, clock: clock}
 }
 
-// monoClock reads the monotonic clock alone, as time since its epoch: half the cost of
+// MonoClock reads the monotonic clock alone, as time since its epoch: half the cost of
 // time.Now, which also reads the wall clock (about 40 against 80 ns here), and the request
-// path reads it twice. A monoClock may be copied.
-type monoClock struct{ epoch time.Time }
+// path reads it twice. A MonoClock may be copied.
+type MonoClock struct{ epoch time.Time }
 
-func newMonoClock() monoClock { return monoClock{epoch: time.Now()} }
+func NewMonoClock() MonoClock { return MonoClock{epoch: time.Now()} }
 
-func (c monoClock) now() time.Duration { return time.Since(c.epoch) }
+func (c MonoClock) Now() time.Duration { return time.Since(c.epoch) }
 
 // dial connects to a backend: dialBackend bounded by the backend timeout, with the connection
 // watched from the start of the dial, so that the timeout covers connecting as it did with a
 // per-request deadline.
-func (w *watchdog) dial(addr string) (*watchConn, error) {
-	start := w.clock.now()
+func (w *Watchdog) dial(addr string) (*WatchConn, error) {
+	start := w.clock.Now()
 	c, err := dialBackend(addr, w.limit())
 	if err != nil {
 		return nil, err
@@ -125,13 +131,13 @@ func (w *watchdog) dial(addr string) (*watchConn, error) {
 
 // watch wraps c, whose first request started at start (the dial), and starts the watchdog
 // goroutine if it is not running.
-func (w *watchdog) watch(c net.Conn, start time.Duration) *watchConn {
-	wc := &watchConn{Conn: c, w: w}
+func (w *Watchdog) watch(c net.Conn, start time.Duration) *WatchConn {
+	wc := &WatchConn{Conn: c, w: w}
 	s := w.gen.Load()<<stateGenShift | stateFirst | stateBusy
 	wc.state.Store(s)
 	w.mu.Lock()
 	wc.since, wc.seen = start, s
-	w.conns = appendIndexed(w.conns, wc)
+	w.conns = indexed.Append(w.conns, wc)
 	if !w.running {
 		w.running = true
 		go w.run()
@@ -141,14 +147,14 @@ func (w *watchdog) watch(c net.Conn, start time.Duration) *watchConn {
 }
 
 // forget removes c from the watched set; it is idempotent.
-func (w *watchdog) forget(c *watchConn) {
+func (w *Watchdog) forget(c *WatchConn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.conns = removeIndexed(w.conns, c)
+	w.conns = indexed.Remove(w.conns, c)
 }
 
-func (w *watchdog) run() {
-	t := time.NewTicker(watchdogTick)
+func (w *Watchdog) run() {
+	t := time.NewTicker(WatchdogTick)
 	defer t.Stop()
 	var (
 		expired []expiry      // reused by every scan
@@ -160,7 +166,7 @@ func (w *watchdog) run() {
 		if expired, more = w.scan(expired[:0]); !more {
 			return
 		}
-		if n%clientCheckEvery == 0 {
+		if n%ClientCheckEvery == 0 {
 			peeks = w.checkClients(peeks[:0])
 		}
 	}
@@ -169,17 +175,17 @@ func (w *watchdog) run() {
 // expiry is a connection whose request a scan found past the timeout, with the state word the
 // scan judged.
 type expiry struct {
-	c     *watchConn
+	c     *WatchConn
 	state uint64
 }
 
 // scan closes the connections whose request has outlasted the timeout, using expired as
 // scratch space, which it returns. It reports false, and marks the watchdog stopped, when no
 // connection is left to watch.
-func (w *watchdog) scan(expired []expiry) ([]expiry, bool) {
+func (w *Watchdog) scan(expired []expiry) ([]expiry, bool) {
 	defer w.scans.Add(1)
 	gen := w.gen.Add(1)  // requests that start from here on record gen
-	now := w.clock.now() // later than the start of every request that recorded an older gen
+	now := w.clock.Now() // later than the start of every request that recorded an older gen
 	limit := w.limit()
 	w.timeout.Store(int64(limit))
 	w.mu.Lock()
@@ -208,7 +214,7 @@ func (w *watchdog) scan(expired []expiry) ([]expiry, bool) {
 // meanwhile (the response arrived). Either way the connection is marked cut first and is never
 // reused: a forward that ends after the mark closes it rather than pooling it, so the close
 // can never hit the next forward on the connection (see the worked interleaving above).
-func (c *watchConn) cutIf(judged uint64) {
+func (c *WatchConn) cutIf(judged uint64) {
 	c.cut.Store(true)
 	if c.state.Load() == judged {
 		_ = c.Close()
@@ -246,11 +252,11 @@ func judge(state, seen uint64, since time.Duration, gen uint64, now, limit time.
 	return since, seen, limit > 0 && now-since >= limit
 }
 
-// watchConn is a backend connection watched by a watchdog. Read and Write are called by one
+// WatchConn is a backend connection watched by a watchdog. Read and Write are called by one
 // goroutine at a time (the forward's); Close and setClient may be called by any.
-type watchConn struct {
+type WatchConn struct {
 	net.Conn
-	w     *watchdog
+	w     *Watchdog
 	state atomic.Uint64 // written only by the Read and Write caller; see stateBusy
 	gone  atomic.Bool   // closed because the client of its forward went away
 	cut   atomic.Bool   // a request on it was judged past the timeout: never reused
@@ -264,10 +270,11 @@ type watchConn struct {
 	idx   int // position in w.conns; -1 once forgotten
 }
 
-func (c *watchConn) position() *int { return &c.idx }
+// Position is where the watchdog keeps c (indexed.Item).
+func (c *WatchConn) Position() *int { return &c.idx }
 
 // Write marks the start of a request when the connection was not busy.
-func (c *watchConn) Write(b []byte) (int, error) {
+func (c *WatchConn) Write(b []byte) (int, error) {
 	if c.state.Load()&stateBusy == 0 {
 		c.state.Store(c.w.gen.Load()<<stateGenShift | stateBusy)
 	}
@@ -278,7 +285,7 @@ func (c *watchConn) Write(b []byte) (int, error) {
 // request counts from the request's start (its first Write, or the dial); each later wait
 // counts from its own start, so a streamed body may take any time as long as the backend never
 // pauses for the backend timeout.
-func (c *watchConn) Read(b []byte) (int, error) {
+func (c *WatchConn) Read(b []byte) (int, error) {
 	s := c.state.Load()
 	if s&stateBusy == 0 {
 		s = c.w.gen.Load()<<stateGenShift | stateBusy
@@ -292,40 +299,56 @@ func (c *watchConn) Read(b []byte) (int, error) {
 }
 
 // Close stops watching the connection and closes it.
-func (c *watchConn) Close() error {
+func (c *WatchConn) Close() error {
 	c.w.forget(c)
 	return c.Conn.Close()
 }
 
-// awaitClient marks a request whose body is being streamed to the backend as waiting for the
+// AwaitClient marks a request whose body is being streamed to the backend as waiting for the
 // client, after each piece written: the backend timeout does not run while pollbal reads the
 // client's next piece (a slow client is the client timeouts' business). The next Write starts
 // it again, so a backend that stops reading the body is still cut, and so is one that is slow
 // to answer once the body is sent.
-func (c *watchConn) awaitClient() {
+func (c *WatchConn) AwaitClient() {
 	c.state.Store(c.w.gen.Load() << stateGenShift)
 }
 
 // setClient records the client connection of the forward now using c (nil: none), for the
 // watchdog's client checks.
-func (c *watchConn) setClient(client net.Conn) {
+func (c *WatchConn) setClient(client net.Conn) {
 	c.cmu.Lock()
 	c.client = client
 	c.cmu.Unlock()
 }
 
 // isGone reports whether the watchdog closed c because its client went away.
-func (c *watchConn) isGone() bool { return c.gone.Load() }
+func (c *WatchConn) isGone() bool { return c.gone.Load() }
 
 // reusable reports whether c may serve another forward: neither its client went away nor a
 // request on it was judged past the timeout.
-func (c *watchConn) reusable() bool { return !c.gone.Load() && !c.cut.Load() }
+func (c *WatchConn) reusable() bool { return !c.gone.Load() && !c.cut.Load() }
 
-// timedOut reports whether a forward that began at began (on the watchdog's clock) and failed
+// Scans reports how many scans the watchdog has done (for tests).
+func (w *Watchdog) Scans() uint64 { return w.scans.Load() }
+
+// Watched reports how many connections are watched, and how many of them wait for their
+// backend (for tests).
+func (w *Watchdog) Watched() (n, busy int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.conns {
+		if c.state.Load()&stateBusy != 0 {
+			busy++
+		}
+	}
+	return len(w.conns), busy
+}
+
+// TimedOut reports whether a forward that began at began (on the watchdog's clock) and failed
 // has lasted the backend timeout: the request's own, or the one the watchdog applied if a
 // reload lowered it.
-func (w *watchdog) timedOut(began, timeout time.Duration) bool {
-	elapsed := w.clock.now() - began
+func (w *Watchdog) TimedOut(began, timeout time.Duration) bool {
+	elapsed := w.clock.Now() - began
 	if timeout > 0 && elapsed >= timeout {
 		return true
 	}

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bufio"
@@ -8,61 +8,76 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// backendConn is one connection to a backend with its buffers. It serves one forward at a time
+// BackendConn is one connection to a backend with its buffers. It serves one forward at a time
 // (the lease's holder) and goes back to its pool when a response has been read to its end on a
-// connection the backend keeps alive. It is not safe for concurrent use (its watchConn's Close
+// connection the backend keeps alive. It is not safe for concurrent use (its WatchConn's Close
 // is) and must not be copied.
-type backendConn struct {
-	wc        *watchConn
+type BackendConn struct {
+	wc        *WatchConn
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Duration // on the pool's clock, while idle
 
 	// Reused by every streamed response on this connection (stream.go).
-	body   responseBody
+	body   ResponseBody
 	chunks fasthttp.Response // decodes a chunked body: its Header only frames, its body streams
 }
 
+// Read reads what the backend sends, through the connection's buffer (an upgraded
+// connection's bytes may already be in it).
+func (c *BackendConn) Read(p []byte) (int, error) { return c.br.Read(p) }
+
+// Write writes to the backend.
+func (c *BackendConn) Write(p []byte) (int, error) { return c.wc.Write(p) }
+
+// Close closes the connection; it may be called more than once.
+func (c *BackendConn) Close() { c.close() }
+
 // close closes the connection; it may be called more than once.
-func (c *backendConn) close() {
+func (c *BackendConn) close() {
 	c.wc.setClient(nil)
 	_ = c.wc.Close()
 }
 
-// connShells keeps the buffers of backend connections that were closed after an answer
-// without a body, for the connections dialled next: such a connection lives for one request,
-// and its buffers are most of what a dial would allocate. It is safe for concurrent use and
-// must not be copied.
-type connShells struct{ pool sync.Pool }
+// shared is what the pools of one Pools share. shells keeps the buffers of backend
+// connections that were closed after an answer without a body, for the connections dialled
+// next: such a connection lives for one request, and its buffers are most of what a dial would
+// allocate. bufs carries streamed bodies; yield, when set, is called before the first read of
+// an answer (RoundTrip). It is safe for concurrent use and must not be copied.
+type shared struct {
+	shells sync.Pool
+	bufs   *CopyBuffers
+	yield  func()
+}
 
-// connPool holds the idle keep-alive connections to one backend and dials new ones. The number
+// ConnPool holds the idle keep-alive connections to one backend and dials new ones. The number
 // of connections in use is bounded by the backend's capacity through the leases, so the pool
 // itself never makes a request wait. Idle connections are closed after idleConnDuration by a
 // cleaner goroutine that runs only while some are idle. It is safe for concurrent use and must
 // not be copied.
-type connPool struct {
+type ConnPool struct {
 	addr   string
-	watch  *watchdog
-	shells *connShells // shared by every pool
-	clock  monoClock
+	watch  *Watchdog
+	shared *shared // by every pool
+	clock  MonoClock
 
 	mu       sync.Mutex // guards the fields below
-	idle     []*backendConn
+	idle     []*BackendConn
 	cleaning bool
 	closed   bool // no connection is kept any more (the backend left the configuration)
 }
 
-func newConnPool(addr string, w *watchdog, shells *connShells) *connPool {
-	return &connPool{addr: addr, watch: w, shells: shells, clock: w.clock}
+func newConnPool(addr string, w *Watchdog, s *shared) *ConnPool {
+	return &ConnPool{addr: addr, watch: w, shared: s, clock: w.clock}
 }
 
-// get returns an idle connection, the most recently used first, or dials a new one when none is
-// idle or fresh is set. A dial error is a *dialError.
+// Get returns an idle connection, the most recently used first, or dials a new one when none is
+// idle or fresh is set. A dial error is a *DialError.
 //
 // Every idle connection is one whose last response was framed by its own length or chunks and
 // read to its end: a connection whose answer had no body by definition (to HEAD, a 204, a 304)
 // is never pooled (see retire), nor one with bytes past its response (see put).
-func (p *connPool) get(fresh bool) (*backendConn, error) {
+func (p *ConnPool) Get(fresh bool) (*BackendConn, error) {
 	if !fresh {
 		p.mu.Lock()
 		if n := len(p.idle); n > 0 {
@@ -78,15 +93,15 @@ func (p *connPool) get(fresh bool) (*backendConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if bc, ok := p.shells.pool.Get().(*backendConn); ok {
+	if bc, ok := p.shared.shells.Get().(*BackendConn); ok {
 		bc.wc = wc
 		bc.br.Reset(wc)
 		bc.bw.Reset(wc)
 		return bc, nil
 	}
-	return &backendConn{
+	return &BackendConn{
 		wc: wc,
-		br: bufio.NewReaderSize(wc, readBufferSize),
+		br: bufio.NewReaderSize(wc, ReadBufferSize),
 		bw: bufio.NewWriterSize(wc, writeBufferSize),
 	}, nil
 }
@@ -101,7 +116,7 @@ func (p *connPool) get(fresh bool) (*backendConn, error) {
 // the answer has been read whole and nothing is left to send, and a normal close would leave
 // the socket in TIME_WAIT on pollbal's side for a minute, one per bodiless answer, using up
 // the ephemeral ports to a busy backend. c must not be used afterwards.
-func (p *connPool) retire(c *backendConn) {
+func (p *ConnPool) retire(c *BackendConn) {
 	c.wc.setClient(nil)
 	if tc, ok := c.wc.Conn.(interface{ SetLinger(int) error }); ok {
 		_ = tc.SetLinger(0)
@@ -110,19 +125,19 @@ func (p *connPool) retire(c *backendConn) {
 	c.wc = nil
 	c.br.Reset(nil)
 	c.bw.Reset(nil)
-	p.shells.pool.Put(c)
+	p.shared.shells.Put(c)
 }
 
 // put makes c idle again, or closes it when it holds unread bytes (a backend that sent more
 // than its response), the watchdog marked it (its client went away, or a request on it was
 // judged past the timeout), or the pool is closed.
-func (p *connPool) put(c *backendConn) {
+func (p *ConnPool) put(c *BackendConn) {
 	c.wc.setClient(nil)
 	if c.br.Buffered() > 0 || !c.wc.reusable() {
 		c.close()
 		return
 	}
-	c.idleSince = p.clock.now()
+	c.idleSince = p.clock.Now()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -139,12 +154,12 @@ func (p *connPool) put(c *backendConn) {
 
 // clean closes connections idle for idleConnDuration, checking four times in that span, and
 // ends when none is idle.
-func (p *connPool) clean() {
+func (p *ConnPool) clean() {
 	t := time.NewTicker(idleConnDuration / 4)
 	defer t.Stop()
-	var stale []*backendConn
+	var stale []*BackendConn
 	for range t.C {
-		now := p.clock.now()
+		now := p.clock.Now()
 		p.mu.Lock()
 		kept := p.idle[:0]
 		for _, c := range p.idle {
@@ -174,7 +189,7 @@ func (p *connPool) clean() {
 
 // closeIdle closes every idle connection; with retire set, connections handed back later are
 // closed too.
-func (p *connPool) closeIdle(retire bool) {
+func (p *ConnPool) closeIdle(retire bool) {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = nil
@@ -187,8 +202,8 @@ func (p *connPool) closeIdle(retire bool) {
 	}
 }
 
-// idleCount is the number of idle connections (for tests).
-func (p *connPool) idleCount() int {
+// IdleCount is the number of idle connections (for tests).
+func (p *ConnPool) IdleCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.idle)

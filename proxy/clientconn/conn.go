@@ -1,16 +1,17 @@
-package proxy
+package clientconn
 
 import (
 	"bytes"
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// Phases of a client connection, in the low bits of clientConn.phase; the bits above count the
+// Phases of a client connection, in the low bits of Conn.phase; the bits above count the
 // changes, so that the scanner tells a new phase from the same one seen before.
 const (
 	phaseHeader   = iota // opened, or the next request's first byte arrived: its headers are being read
@@ -22,7 +23,7 @@ const (
 	phaseStep     = 1 << phaseBits
 )
 
-// I/O flags in the low bits of clientConn.io: a Read or a Write is under way. The bits above
+// I/O flags in the low bits of Conn.io: a Read or a Write is under way. The bits above
 // count the Reads and Writes started and finished, so any progress changes the word.
 const (
 	ioReading = 1 << 0
@@ -40,16 +41,16 @@ const writeChunk = 64 << 10
 // by bare LFs stays unfinished), so the header phase ends when it arrives.
 const headersEndMark = "\r\n\r\n"
 
-// clientConn is an accepted client connection, tracked for the connection limit, the client
+// Conn is an accepted client connection, tracked for the connection limit, the client
 // timeouts and shutdown. Its state lives in two atomic words that the serving goroutine updates
 // without locks or clock reads; one scanner per listener reads them (see scan.go).
 //
 // Read, Write and the phase changes are made by the connection's serving goroutine; Close may be
 // called by any goroutine and is idempotent. It must not be copied.
-type clientConn struct {
+type Conn struct {
 	net.Conn
-	l      *listener
-	client clientIP // set before the connection is served; read-only
+	l      *Listener
+	client IP // set before the connection is served; read-only (Client)
 
 	phase atomic.Uint64 // phase | changes<<phaseBits
 	io    atomic.Uint64 // ioReading|ioWriting | operations<<ioBits
@@ -57,14 +58,14 @@ type clientConn struct {
 	// headers; serving goroutine only.
 	matched int
 	closed  atomic.Bool
-	// upgrade is the upgraded session waiting for fasthttp to hand this connection over: if
-	// the connection is closed first, Close ends the session (and releases its lease).
-	upgrade atomic.Pointer[upgradeSession]
-	// relay is the same for a response to be relayed to an HTTP/1.0 client (relayUntilClose).
-	relay atomic.Pointer[relay]
+	// handoff is what waits for fasthttp to hand this connection over once the handler
+	// returns (an upgraded session, a relay to an HTTP/1.0 client): if the connection is
+	// closed first, Close abandons it (which releases its lease).
+	hmu     sync.Mutex
+	handoff Handoff
 
 	// secure is the TLS connection on top of this one (TLS listener), nil for plain HTTP; it is
-	// set before the connection joins the scanned set and never changes. Its request bytes are seen decrypted (tlsConn.Read),
+	// set before the connection joins the scanned set and never changes. Its request bytes are seen decrypted (TLSConn.Read),
 	// not here. handshook turns true once the handshake is over; rawRead once a byte of it
 	// arrived (the serving goroutine's own).
 	secure    *tls.Conn
@@ -81,15 +82,16 @@ type clientConn struct {
 	idx int // position in l.conns; -1 once forgotten
 }
 
-func (c *clientConn) position() *int { return &c.idx }
+// Position is where the scanner keeps c (indexed.Item).
+func (c *Conn) Position() *int { return &c.idx }
 
 // Read reads from the client. It marks the start of a request (the first byte after an idle
 // wait) and the end of its headers. The first read after a response yields first when the
-// proxy is busy (yieldIfBusy): the client has yet to receive the response and send its next
+// proxy is busy (Hooks.Yield): the client has yet to receive the response and send its next
 // request.
-func (c *clientConn) Read(b []byte) (int, error) {
+func (c *Conn) Read(b []byte) (int, error) {
 	if c.phase.Load()&phaseMask == phaseIdle {
-		c.l.p.yieldIfBusy()
+		c.l.hooks.Yield()
 	}
 	c.io.Add(ioStep | ioReading)
 	n, err := c.Conn.Read(b)
@@ -106,7 +108,7 @@ func (c *clientConn) Read(b []byte) (int, error) {
 
 // sawBytes moves the phase on for bytes read: an idle connection starts a request, and the
 // request's headers end at headersEndMark.
-func (c *clientConn) sawBytes(p []byte) {
+func (c *Conn) sawBytes(p []byte) {
 	ph := c.phase.Load()
 	switch ph & phaseMask {
 	case phaseIdle:
@@ -122,7 +124,7 @@ func (c *clientConn) sawBytes(p []byte) {
 }
 
 // Write writes to the client in chunks of at most writeChunk bytes.
-func (c *clientConn) Write(b []byte) (int, error) {
+func (c *Conn) Write(b []byte) (int, error) {
 	var n int
 	for len(b) > 0 {
 		chunk := b
@@ -142,44 +144,78 @@ func (c *clientConn) Write(b []byte) (int, error) {
 }
 
 // Close stops tracking the connection and closes it; later calls do nothing.
-func (c *clientConn) Close() error {
+func (c *Conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	c.l.forget(c)
 	err := c.Conn.Close()
-	if s := c.upgrade.Swap(nil); s != nil {
-		s.abandon()
-	}
-	if r := c.relay.Swap(nil); r != nil {
-		r.abandon()
+	c.hmu.Lock()
+	h := c.handoff
+	c.handoff = nil
+	c.hmu.Unlock()
+	if h != nil {
+		h.Abandon()
 	}
 	return err
 }
 
-// clientTimedOut reports whether the scanner closed c for proxy.client_timeout: a request
+// Handoff is what takes a connection over once the handler returns (ctx.Hijack). If the
+// connection is closed before that, Close calls Abandon, once.
+type Handoff interface{ Abandon() }
+
+// SetHandoff makes h the connection's hand-over (nil: none).
+func (c *Conn) SetHandoff(h Handoff) {
+	c.hmu.Lock()
+	c.handoff = h
+	c.hmu.Unlock()
+}
+
+// ClearHandoff removes h, if it is still the connection's hand-over: it has taken the
+// connection over, and Close must no longer abandon it.
+func (c *Conn) ClearHandoff(h Handoff) {
+	c.hmu.Lock()
+	if c.handoff == h {
+		c.handoff = nil
+	}
+	c.hmu.Unlock()
+}
+
+// Client is who the client is, worked out when the connection was accepted.
+func (c *Conn) Client() IP { return c.client }
+
+// TLS reports the TLS version and server name the handshake agreed on; ok is false for a
+// plain connection, and for nil. Valid once a request has been read.
+func (c *Conn) TLS() (version uint16, sni string, ok bool) {
+	if c == nil || c.secure == nil {
+		return 0, "", false
+	}
+	return c.tlsVersion, c.sni, true
+}
+
+// TimedOut reports whether the scanner closed c for proxy.client_timeout: a request
 // whose client it cut off ended with client_timeout, not client_gone. It is false for nil (a
 // connection pollbal's listeners did not accept).
-func clientTimedOut(c *clientConn) bool { return c != nil && c.timedOut.Load() }
+func TimedOut(c *Conn) bool { return c != nil && c.timedOut.Load() }
 
 // NetConn returns the accepted connection itself, for code that needs more than net.Conn.
-func (c *clientConn) NetConn() net.Conn { return c.Conn }
+func (c *Conn) NetConn() net.Conn { return c.Conn }
 
-// errNoRawConn is SyscallConn's answer for a connection without a file descriptor (an
+// ErrNoRawConn is SyscallConn's answer for a connection without a file descriptor (an
 // in-memory one in tests).
-var errNoRawConn = errors.New("client connection has no file descriptor")
+var ErrNoRawConn = errors.New("client connection has no file descriptor")
 
 // SyscallConn gives access to the socket of the accepted connection (e.g. to see whether the
 // client went away without reading from it).
-func (c *clientConn) SyscallConn() (syscall.RawConn, error) {
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	if sc, ok := c.Conn.(syscall.Conn); ok {
 		return sc.SyscallConn()
 	}
-	return nil, errNoRawConn
+	return nil, ErrNoRawConn
 }
 
 // setPhase moves the connection from the phase word ph to phase and returns the new word.
-func (c *clientConn) setPhase(ph, phase uint64) uint64 {
+func (c *Conn) setPhase(ph, phase uint64) uint64 {
 	next := (ph&^phaseMask + phaseStep) | phase
 	c.phase.Store(next)
 	if phase != phaseHeader {
@@ -188,27 +224,27 @@ func (c *clientConn) setPhase(ph, phase uint64) uint64 {
 	return next
 }
 
-// requestStarted is fasthttp's StateActive: the next request's first byte is there (it may have
+// RequestStarted is fasthttp's StateActive: the next request's first byte is there (it may have
 // been read with the previous request).
-func (c *clientConn) requestStarted() {
+func (c *Conn) RequestStarted() {
 	if ph := c.phase.Load(); ph&phaseMask == phaseIdle {
 		c.setPhase(ph, phaseHeader)
 	}
 }
 
-// requestServed is fasthttp's StateIdle: the response was written, the next request may come.
-func (c *clientConn) requestServed() {
+// RequestServed is fasthttp's StateIdle: the response was written, the next request may come.
+func (c *Conn) RequestServed() {
 	c.setPhase(c.phase.Load(), phaseIdle)
 }
 
-// hijacked is fasthttp's StateHijacked: the handler took the connection over.
-func (c *clientConn) hijacked() {
+// Hijacked is fasthttp's StateHijacked: the handler took the connection over.
+func (c *Conn) Hijacked() {
 	c.setPhase(c.phase.Load(), phaseHijacked)
 }
 
-// handling marks the request as read whole: the handler runs. It covers what the byte scan
+// Handling marks the request as read whole: the handler runs. It covers what the byte scan
 // cannot see (a request that was read along with the previous one).
-func (c *clientConn) handling() {
+func (c *Conn) Handling() {
 	if ph := c.phase.Load(); ph&phaseMask != phaseBusy {
 		c.setPhase(ph, phaseBusy)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"sync"
@@ -11,7 +11,7 @@ import (
 
 // Connection settings for backends.
 const (
-	readBufferSize  = 8 << 10 // bounds a response's (and a request's) header block
+	ReadBufferSize  = 8 << 10 // bounds a response's (and a request's) header block
 	writeBufferSize = 8 << 10 // request headers and small bodies go out in one write
 	// idleConnDuration closes kept-alive backend connections idle this long, below the idle
 	// timeouts of common backend servers (Node.js and Apache: 5 s), so pollbal does not send a
@@ -21,17 +21,17 @@ const (
 	idleConnDuration = 2 * time.Second
 )
 
-// upstreams holds the connection pool of every backend of the balancer's current
+// Pools holds the connection pool of every backend of the balancer's current
 // configuration. It is derived from the balancer alone: the table is rebuilt from the
 // balancer's current snapshot (never from a request's own, which may be older) when a request
 // finds it was built for another configuration, so nothing has to be called after a reload and
 // no order of calls matters. A pool belongs to a runtime backend (its id and address), whatever
 // the backend's capacity: the leases bound the connections in use, so a pool never makes a
 // request wait, and a capacity change keeps the idle connections. It is safe for concurrent use.
-type upstreams struct {
+type Pools struct {
 	bal    *balancer.Balancer
-	watch  *watchdog  // watches every pool's connections
-	shells connShells // buffers of retired connections, for every pool's dials
+	watch  *Watchdog  // watches every pool's connections
+	shared shared     // by every pool
 	mu     sync.Mutex // serialises rebuilds
 	t      atomic.Pointer[upstreamTable]
 }
@@ -39,18 +39,20 @@ type upstreams struct {
 // upstreamTable is the pools of one configuration's backends. It is immutable once published.
 type upstreamTable struct {
 	cfg   *configs.Config // nil before the first request
-	pools map[*balancer.Backend]*connPool
+	pools map[*balancer.Backend]*ConnPool
 }
 
-func newUpstreams(bal *balancer.Balancer, w *watchdog) *upstreams {
-	u := &upstreams{bal: bal, watch: w}
+// NewPools returns the pools of bal's backends, whose connections w watches. Streamed bodies
+// go through bufs; yield, when set, is called before the first read of an answer (RoundTrip).
+func NewPools(bal *balancer.Balancer, w *Watchdog, bufs *CopyBuffers, yield func()) *Pools {
+	u := &Pools{bal: bal, watch: w, shared: shared{bufs: bufs, yield: yield}}
 	u.t.Store(&upstreamTable{})
 	return u
 }
 
-// get returns the connection pool of b, a backend leased from snap. The common case is one
+// Get returns the connection pool of b, a backend leased from snap. The common case is one
 // pointer compare and one map read.
-func (u *upstreams) get(snap *balancer.Snapshot, b *balancer.Backend) *connPool {
+func (u *Pools) Get(snap *balancer.Snapshot, b *balancer.Backend) *ConnPool {
 	if t := u.t.Load(); t.cfg == snap.Config() {
 		if p := t.pools[b]; p != nil {
 			return p
@@ -62,7 +64,7 @@ func (u *upstreams) get(snap *balancer.Snapshot, b *balancer.Backend) *connPool 
 // slow serves a request whose snapshot is not the table's: one older than the balancer's (b's
 // pool is the current one, or b has been removed since), or newer than the table (the table is
 // rebuilt first).
-func (u *upstreams) slow(b *balancer.Backend) *connPool {
+func (u *Pools) slow(b *balancer.Backend) *ConnPool {
 	t := u.t.Load()
 	if t.cfg != u.bal.Snapshot().Config() {
 		t = u.rebuild()
@@ -72,7 +74,7 @@ func (u *upstreams) slow(b *balancer.Backend) *connPool {
 	}
 	// b left the configuration while this request held an older snapshot: its connection is
 	// not kept for anyone.
-	p := newConnPool(b.Address, u.watch, &u.shells)
+	p := newConnPool(b.Address, u.watch, &u.shared)
 	p.closed = true
 	return p
 }
@@ -80,7 +82,7 @@ func (u *upstreams) slow(b *balancer.Backend) *connPool {
 // rebuild publishes the table of the balancer's current configuration: backends that stay keep
 // their pools, new ones get empty pools, and the pools of backends that left are retired (their
 // idle connections are closed now, those in use when their request ends).
-func (u *upstreams) rebuild() *upstreamTable {
+func (u *Pools) rebuild() *upstreamTable {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	snap := u.bal.Snapshot() // read under mu: tables only move forward
@@ -89,13 +91,13 @@ func (u *upstreams) rebuild() *upstreamTable {
 		return old
 	}
 	backends := snap.Backends()
-	next := &upstreamTable{cfg: snap.Config(), pools: make(map[*balancer.Backend]*connPool, len(backends))}
+	next := &upstreamTable{cfg: snap.Config(), pools: make(map[*balancer.Backend]*ConnPool, len(backends))}
 	for _, b := range backends {
 		if p := old.pools[b]; p != nil {
 			next.pools[b] = p
 			continue
 		}
-		next.pools[b] = newConnPool(b.Address, u.watch, &u.shells)
+		next.pools[b] = newConnPool(b.Address, u.watch, &u.shared)
 	}
 	for b, p := range old.pools {
 		if next.pools[b] == nil {
@@ -106,8 +108,15 @@ func (u *upstreams) rebuild() *upstreamTable {
 	return next
 }
 
-// closeIdle closes every idle backend connection (after shutdown).
-func (u *upstreams) closeIdle() {
+// Built reports the configuration the current table was built for, and how many pools it
+// holds (for tests).
+func (u *Pools) Built() (cfg *configs.Config, pools int) {
+	t := u.t.Load()
+	return t.cfg, len(t.pools)
+}
+
+// CloseIdle closes every idle backend connection (after shutdown).
+func (u *Pools) CloseIdle() {
 	for _, p := range u.t.Load().pools {
 		p.closeIdle(true)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"syscall"
@@ -12,7 +12,7 @@ const tcpCloseWait = 8
 // with its FIN received behind bytes that are still unread. A TLS client that closes sends a
 // close_notify record first, so the peek alone would see bytes waiting and keep it.
 func peerClosed(sc syscall.Conn) bool {
-	if socketGone(sc) {
+	if SocketGone(sc) {
 		return true
 	}
 	rc, err := sc.SyscallConn()

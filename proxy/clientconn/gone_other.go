@@ -1,9 +1,9 @@
 //go:build !linux
 
-package proxy
+package clientconn
 
 import "syscall"
 
 // socketGone is not implemented off Linux: a client that goes away is noticed when its
 // response is written.
-func socketGone(syscall.Conn) bool { return false }
+func SocketGone(syscall.Conn) bool { return false }

@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestJudgeClient(t *testing.T) {
-	lim := clientLimits{header: 10 * time.Second, client: 60 * time.Second, idle: 30 * time.Second}
+	lim := Limits{Header: 10 * time.Second, Client: 60 * time.Second, Idle: 30 * time.Second}
 	const (
 		header  = 3*phaseStep + phaseHeader // phaseHeader is 0: a sequence with the header phase
 		busy    = 4*phaseStep | phaseBusy
@@ -22,7 +22,7 @@ func TestJudgeClient(t *testing.T) {
 		rec       record
 		phase, io uint64
 		now       time.Duration
-		lim       clientLimits
+		lim       Limits
 		stopping  bool
 		wantSince time.Duration
 		want      verdict
@@ -32,7 +32,7 @@ func TestJudgeClient(t *testing.T) {
 		{name: "header phase not extended by bytes trickling in", rec: record{phase: header, io: quiet, since: 1 * s}, phase: header, io: reading + 40*ioStep, now: 11 * s, lim: lim, wantSince: 1 * s, want: cutHeader},
 		{name: "header phase first seen now is timed from now", rec: record{phase: idle, since: 0}, phase: header, now: 50 * s, lim: lim, wantSince: 50 * s, want: keepConn},
 		{name: "late headers while a pipelined answer is written: close without 408", rec: record{phase: header, since: 0}, phase: header, io: writing, now: 10 * s, lim: lim, want: cutHeaderMute},
-		{name: "header_timeout 0 disables it", rec: record{phase: header, since: 0}, phase: header, now: time.Hour, lim: clientLimits{}, want: keepConn},
+		{name: "header_timeout 0 disables it", rec: record{phase: header, since: 0}, phase: header, now: time.Hour, lim: Limits{}, want: keepConn},
 		{name: "idle within idle_timeout", rec: record{phase: idle, since: 0}, phase: idle, io: reading, now: 29 * s, lim: lim, want: keepConn},
 		{name: "idle at idle_timeout", rec: record{phase: idle, since: 0}, phase: idle, io: reading, now: 30 * s, lim: lim, want: cutIdle},
 		{name: "a quick request between two scans starts a new idle period", rec: record{phase: idle, since: 0}, phase: idle + 3*phaseStep, now: 30 * s, lim: lim, wantSince: 30 * s, want: keepConn},
@@ -100,13 +100,13 @@ func TestHeadersEnd(t *testing.T) {
 func TestScanTick(t *testing.T) {
 	tests := []struct {
 		name string
-		lim  clientLimits
+		lim  Limits
 		want time.Duration
 	}{
-		{name: "defaults", lim: clientLimits{header: 10 * time.Second, client: time.Minute, idle: time.Minute}, want: maxScanTick},
-		{name: "a tenth of the shortest", lim: clientLimits{header: time.Second, client: time.Minute}, want: 100 * time.Millisecond},
-		{name: "never below the floor", lim: clientLimits{idle: 20 * time.Millisecond}, want: minScanTick},
-		{name: "all disabled", lim: clientLimits{}, want: maxScanTick},
+		{name: "defaults", lim: Limits{Header: 10 * time.Second, Client: time.Minute, Idle: time.Minute}, want: maxScanTick},
+		{name: "a tenth of the shortest", lim: Limits{Header: time.Second, Client: time.Minute}, want: 100 * time.Millisecond},
+		{name: "never below the floor", lim: Limits{Idle: 20 * time.Millisecond}, want: minScanTick},
+		{name: "all disabled", lim: Limits{}, want: maxScanTick},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,5 +133,12 @@ func TestNextAcceptBackoff(t *testing.T) {
 				t.Errorf("nextAcceptBackoff(%s) = %s, want %s", tt.prev, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestHeadersEndDoesNotAllocate(t *testing.T) {
+	p := []byte("GET /index.html HTTP/1.1\r\nHost: www.shop.test\r\nAccept: */*\r\n\r\n")
+	if n := testing.AllocsPerRun(100, func() { headersEnd(0, p) }); n != 0 {
+		t.Errorf("headersEnd allocates %v times per call", n)
 	}
 }

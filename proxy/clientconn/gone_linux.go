@@ -1,11 +1,11 @@
-package proxy
+package clientconn
 
 import "syscall"
 
 // socketGone peeks at a socket: end of stream or an error other than "nothing to read yet"
 // mean the peer is gone, and so does a socket already closed on our side. A connection that
 // has no socket to give (SyscallConn fails) cannot be checked and never counts as gone.
-func socketGone(sc syscall.Conn) bool {
+func SocketGone(sc syscall.Conn) bool {
 	rc, err := sc.SyscallConn()
 	if err != nil {
 		return false

@@ -1,18 +1,13 @@
-package proxy
+package clientconn
 
 import (
-	"io"
 	"time"
-
-	"github.com/valyala/fasthttp"
-
-	"pollbal/accesslog"
 )
 
-// clientLimits are the client-side timeouts of proxy: (header_timeout, client_timeout,
+// Limits are the client-side timeouts of proxy: (header_timeout, client_timeout,
 // idle_timeout); zero disables one.
-type clientLimits struct {
-	header, client, idle time.Duration
+type Limits struct {
+	Header, Client, Idle time.Duration
 }
 
 // verdict is the scanner's decision for one connection.
@@ -41,7 +36,7 @@ const drainGrace = 300 * time.Millisecond
 
 // drainTick is how often each scanner looks at its connections while shutting down: a quiet
 // connection is closed at most this long after its grace.
-const drainTick = 25 * time.Millisecond
+const DrainTick = 25 * time.Millisecond
 
 // Scan ticks: a tenth of the shortest timeout, within these bounds. A connection is cut at
 // least its timeout after the state began, and at most one tick later.
@@ -50,9 +45,9 @@ const (
 	maxScanTick = 250 * time.Millisecond
 )
 
-func scanTick(lim clientLimits) time.Duration {
+func scanTick(lim Limits) time.Duration {
 	tick := maxScanTick
-	for _, d := range []time.Duration{lim.header, lim.client, lim.idle} {
+	for _, d := range []time.Duration{lim.Header, lim.Client, lim.Idle} {
 		if d > 0 && d/10 < tick {
 			tick = d / 10
 		}
@@ -74,7 +69,7 @@ func scanTick(lim clientLimits) time.Duration {
 // holding part of a request (a half-sent header block, a TLS handshake under way) is closed at
 // once; one that has sent nothing since it opened or since its last answer is closed once it
 // has been so for drainGrace (see there), and kept until then.
-func judgeClient(rec record, phase, io uint64, now time.Duration, lim clientLimits, stopping bool) (record, verdict) {
+func judgeClient(rec record, phase, io uint64, now time.Duration, lim Limits, stopping bool) (record, verdict) {
 	kind := phase & phaseMask
 	if phase != rec.phase || (kind == phaseBusy && io != rec.io) {
 		rec.since = now
@@ -90,9 +85,9 @@ func judgeClient(rec record, phase, io uint64, now time.Duration, lim clientLimi
 			return rec, closeQuiet
 		case stopping:
 			return rec, keepDraining
-		case lim.header > 0 && elapsed >= lim.header && io&ioWriting != 0:
+		case lim.Header > 0 && elapsed >= lim.Header && io&ioWriting != 0:
 			return rec, cutHeaderMute
-		case lim.header > 0 && elapsed >= lim.header:
+		case lim.Header > 0 && elapsed >= lim.Header:
 			return rec, cutHeader
 		}
 	case phaseIdle:
@@ -101,11 +96,11 @@ func judgeClient(rec record, phase, io uint64, now time.Duration, lim clientLimi
 			return rec, closeQuiet
 		case stopping:
 			return rec, keepDraining
-		case lim.idle > 0 && elapsed >= lim.idle:
+		case lim.Idle > 0 && elapsed >= lim.Idle:
 			return rec, cutIdle
 		}
 	case phaseBusy:
-		if lim.client > 0 && elapsed >= lim.client && io&(ioReading|ioWriting) != 0 {
+		if lim.Client > 0 && elapsed >= lim.Client && io&(ioReading|ioWriting) != 0 {
 			return rec, cutClient
 		}
 	}
@@ -121,9 +116,9 @@ func requestBegun(phase, io uint64) bool {
 	return phase>>phaseBits != 0 || io>>ioBits >= 2
 }
 
-// scanLoop runs the listener's scanner until the listener is closed and its last connection
+// ScanLoop runs the listener's scanner until the listener is closed and its last connection
 // is gone. While the proxy shuts down it scans every drainTick.
-func (l *listener) scanLoop() {
+func (l *Listener) ScanLoop() {
 	defer l.scanEnded.Store(true)
 	t := time.NewTimer(scanTick(l.limits()))
 	defer t.Stop()
@@ -137,8 +132,8 @@ func (l *listener) scanLoop() {
 		if cut, more = l.scan(cut[:0]); !more {
 			return
 		}
-		if l.p.stopping.Load() {
-			t.Reset(drainTick)
+		if l.hooks.Stopping() {
+			t.Reset(DrainTick)
 		} else {
 			t.Reset(scanTick(l.limits()))
 		}
@@ -148,18 +143,18 @@ func (l *listener) scanLoop() {
 // cutConn is a connection the scan decided to close, and why; since is when the state it was
 // cut in began (on the proxy's clock).
 type cutConn struct {
-	c     *clientConn
+	c     *Conn
 	v     verdict
 	since time.Duration
 }
 
 // scan judges every connection and acts on the verdicts, using cut as scratch space, which it
 // returns. It reports false when the listener is closed and no connection is left.
-func (l *listener) scan(cut []cutConn) ([]cutConn, bool) {
+func (l *Listener) scan(cut []cutConn) ([]cutConn, bool) {
 	defer l.scans.Add(1)
 	lim := l.limits()
-	stopping := l.p.stopping.Load()
-	now := l.p.clock.now()
+	stopping := l.hooks.Stopping()
+	now := l.hooks.Now()
 	served := 0 // connections fasthttp still serves: all but the hijacked ones
 	l.mu.Lock()
 	for _, c := range l.conns {
@@ -188,11 +183,11 @@ const headerTimeoutWrite = time.Second
 
 // cut closes c for verdict v, counting the timeout; since is when the state it is cut in
 // began.
-func (l *listener) cut(c *clientConn, v verdict, since time.Duration) {
-	m := l.p.connMetrics
+func (l *Listener) cut(c *Conn, v verdict, since time.Duration) {
+	m := l.hooks.Metrics
 	switch v {
 	case cutHeader:
-		m.headerTimeouts.Inc()
+		m.HeaderTimeouts.Inc()
 		// In its own goroutine: the scanner never waits on a client.
 		go func() {
 			// Headers that completed since the scan are a request now: no 408 across its answer.
@@ -203,53 +198,23 @@ func (l *listener) cut(c *clientConn, v verdict, since time.Duration) {
 		}()
 		return
 	case cutHeaderMute:
-		m.headerTimeouts.Inc()
+		m.HeaderTimeouts.Inc()
 	case cutClient:
-		m.clientTimeouts.Inc()
+		m.ClientTimeouts.Inc()
 		c.timedOut.Store(true) // before the close that ends the request's transfer
 	case cutIdle:
-		m.idleTimeouts.Inc()
+		m.IdleTimeouts.Inc()
 	}
 	_ = c.Close()
 }
 
 // timedOutHeader answers a connection whose request headers came too late (they began at
-// since) with 408 request_timeout, counts the request and logs it; over TLS, a handshake still
-// going cannot be answered and is counted as a failed handshake instead (see write408).
-func (l *listener) timedOutHeader(c *clientConn, since time.Duration) {
+// since) through the server's HeaderTimedOut; over TLS, a handshake still going cannot be
+// answered and is counted as a failed handshake instead.
+func (l *Listener) timedOutHeader(c *Conn, since time.Duration) {
 	if c.secure != nil && !c.handshook.Load() {
-		l.p.connMetrics.tlsHandshakeErrors.Inc()
+		l.hooks.Metrics.TLSHandshakeErrors.Inc()
 		return
 	}
-	p := l.p
-	p.requests.noApp.Count(fasthttp.StatusRequestTimeout)
-	p.answers.requestTimeout.Inc()
-	e := p.entries.get()
-	id := accesslog.AppendNewRequestID(e.id[:0], nil)
-	c.write408(id)
-	if p.alog.Enabled() {
-		took := p.clock.now() - since
-		r := &e.rec
-		r.Start = time.Now().Add(-took)
-		r.RequestID, r.ClientIP = id, c.client.text
-		if c.secure != nil {
-			r.TLSVersion, r.SNI = c.tlsVersion, viewBytes(c.sni)
-		}
-		r.Status, r.Reason, r.End, r.Duration = fasthttp.StatusRequestTimeout, reasonRequestTimeout, accesslog.EndRefused, took
-		p.alog.Log(r)
-	}
-	p.entries.put(e)
-}
-
-// writeHeaderTimeout writes the 408 request_timeout answer for headers that came too late,
-// with the request ID pollbal gave it.
-func writeHeaderTimeout(w io.Writer, requestID []byte) {
-	var r fasthttp.Response
-	r.SetStatusCode(fasthttp.StatusRequestTimeout)
-	r.Header.SetContentType(textPlain)
-	r.Header.Set(headerReason, reasonRequestTimeout)
-	setResponseID(&r.Header, requestID)
-	r.SetConnectionClose()
-	r.SetBodyString("request headers not received in time\n")
-	_, _ = r.WriteTo(w)
+	l.hooks.HeaderTimedOut(c, since)
 }

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package proxy
-
-import "syscall"
-
-// peerClosed is socketGone off Linux.
-func peerClosed(sc syscall.Conn) bool { return socketGone(sc) }
