@@ -24,7 +24,7 @@ SYSCONFDIR ?= /etc
 IMAGE  ?= pollbal
 ENGINE ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
 
-.PHONY: all build demo test vet lint bench bench-harness bench-accesslog bench-rate bench-bigbody bench-scale bench-upgrade clean \
+.PHONY: all build demo test vet lint h2spec bench bench-harness bench-accesslog bench-rate bench-bigbody bench-scale bench-upgrade clean \
 	man release install image image-test
 
 all: build
@@ -61,6 +61,13 @@ lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+# h2spec (HTTP/2 conformance, all cases) against pollbal's TLS listener; docs/http2.md lists the
+# cases that fail and why. Needs h2spec on PATH:
+# go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+h2spec:
+	@command -v h2spec >/dev/null 2>&1 || { echo "h2spec is not installed: go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"; exit 1; }
+	$(GO) test -count=1 -v -run '^TestH2Spec$$' ./cmd/pollbal/
 
 # Go benchmarks: lease selection, the proxy path, the poller at 2,000 backends.
 bench:

@@ -3,6 +3,8 @@ package proxy
 import (
 	"net"
 	"syscall"
+
+	"pollbal/proxy/h2"
 )
 
 // clientCheckEvery is how many watchdog scans pass between two checks of the clients of the
@@ -71,6 +73,9 @@ func checkOne(ch clientCheck) {
 func clientGone(c net.Conn) bool {
 	if tc, ok := c.(*tlsConn); ok {
 		return peerClosed(tc.cc)
+	}
+	if gone, ok := h2.StreamGone(c); ok {
+		return gone
 	}
 	for range 8 {
 		if sc, ok := c.(syscall.Conn); ok {

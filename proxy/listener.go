@@ -95,6 +95,9 @@ func (l *listener) Accept() (net.Conn, error) {
 		if cc.secure != nil {
 			return &tlsConn{Conn: cc.secure, cc: cc}, nil
 		}
+		if l.p.h2c {
+			return &prefaceConn{clientConn: cc}, nil
+		}
 		return cc, nil
 	}
 }

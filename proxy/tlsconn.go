@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // tlsConn is a client connection of the TLS listener: TLS on top of the tracked clientConn, so
@@ -62,8 +64,22 @@ func trackedConn(nc net.Conn) *clientConn {
 		return c
 	case *tlsConn:
 		return c.cc
+	case *prefaceConn:
+		return c.clientConn
 	}
 	return nil
+}
+
+// isTLS reports a request that came over TLS: on the TLS listener, or as an HTTP/2 stream of
+// a TLS connection. fasthttp's IsTLS would also take a prefaceConn for one.
+func isTLS(ctx *fasthttp.RequestCtx) bool {
+	switch ctx.Conn().(type) {
+	case *tlsConn:
+		return true
+	case *clientConn, *prefaceConn:
+		return false
+	}
+	return ctx.IsTLS()
 }
 
 // write408 answers a request whose headers came too late, with the request ID pollbal gave it.
