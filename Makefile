@@ -24,7 +24,7 @@ SYSCONFDIR ?= /etc
 IMAGE  ?= pollbal
 ENGINE ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
 
-.PHONY: all build demo test vet lint bench bench-harness bench-accesslog bench-rate bench-bigbody bench-scale bench-upgrade clean \
+.PHONY: all build demo test vet lint h2spec bench bench-harness bench-h2 bench-accesslog bench-rate bench-bigbody bench-scale bench-upgrade clean \
 	man release install image image-test
 
 all: build
@@ -62,6 +62,13 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+# h2spec (HTTP/2 conformance, all cases) against pollbal's TLS listener; docs/http2.md lists the
+# cases that fail and why. Needs h2spec on PATH:
+# go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+h2spec:
+	@command -v h2spec >/dev/null 2>&1 || { echo "h2spec is not installed: go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"; exit 1; }
+	$(GO) test -count=1 -v -run '^TestH2Spec$$' ./cmd/pollbal/
+
 # Go benchmarks: lease selection, the proxy path, the poller at 2,000 backends.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./balancer/ ./proxy/ ./proxy/upstream/
@@ -72,6 +79,12 @@ bench:
 # results file goes to bench/results/. Knobs pass through the environment, e.g. ROUNDS=3.
 bench-harness: build
 	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal PROXY_CMD=bench/pollbal.sh PROXY_NAME=pollbal bench/run.sh
+
+# HTTP/2: pollbal against NGINX (`http2 on`), both on TLS with the same certificate and backends,
+# measured with h2load (apt-get install nghttp2-client) at 1, 10 and 100 streams per connection;
+# prints the ratio table (about 2 minutes; see bench/README.md). Knobs as bench/h2load.sh --help says.
+bench-h2: build
+	POLLBAL_BIN=$(CURDIR)/$(BIN)/pollbal bench/h2load.sh
 
 # The access log's cost: pollbal with the log off and with a JSON log to a file, NGINX without and
 # with `access_log ... combined buffer=64k`, side by side in one run (about 2 minutes).

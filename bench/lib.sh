@@ -215,7 +215,7 @@ write_nginx() { # write_nginx NAME : nginx, or nginx-log with an access log, in 
   mkdir -p "$d/tmp"
   [ "$(id -u)" = 0 ] && user="user root;"
   if [ "$TLS" = 1 ]; then
-    listen="listen ${ADDR[$name]} ssl;
+    listen="listen ${ADDR[$name]} ssl$(nginx_http2);
         ssl_certificate $TLS_CERT;
         ssl_certificate_key $TLS_KEY;
         ssl_protocols TLSv1.2 TLSv1.3;
@@ -255,6 +255,19 @@ http {
     }
 }
 EOF
+}
+
+# nginx_http2 prints what turns HTTP/2 on in write_nginx's TLS listen line when NGINX_HTTP2=1:
+# `http2 on;` on its own line from nginx 1.25.1, the listen parameter before that.
+nginx_http2() {
+  [ "${NGINX_HTTP2:-0}" = 1 ] || return 0
+  local v
+  v=$(nginx -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p')
+  if [ "$(printf '%s\n1.25.1\n' "$v" | sort -V | head -1)" = 1.25.1 ]; then
+    printf ';\n        http2 on'
+  else
+    printf ' http2'
+  fi
 }
 
 write_caddy() {

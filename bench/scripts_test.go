@@ -14,7 +14,7 @@ import (
 )
 
 // scripts are run; lib.sh is sourced by run.sh and rate.sh, so it is checked but not executable.
-var scripts = []string{"run.sh", "rate.sh", "setup.sh", "pollbal.sh", "bigbody.sh", "upgrade.sh"}
+var scripts = []string{"run.sh", "rate.sh", "setup.sh", "pollbal.sh", "bigbody.sh", "upgrade.sh", "h2load.sh"}
 
 func TestScriptsParse(t *testing.T) {
 	if out, err := exec.Command("bash", "-n", "lib.sh").CombinedOutput(); err != nil {

@@ -141,7 +141,7 @@ func TestStoreServesBySNIAndSwaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := NewStore(set, tls.VersionTLS12)
+	store := NewStore(set, tls.VersionTLS12, []string{"http/1.1"})
 	addr := serveTLS(t, store)
 
 	for _, tc := range []struct{ sni, want string }{

@@ -9,12 +9,14 @@ import (
 // reload replaces both at once with Swap; handshakes already under way finish with what they
 // started with. It is safe for concurrent use and must not be copied.
 type Store struct {
-	cur atomic.Pointer[tls.Config]
+	cur    atomic.Pointer[tls.Config]
+	protos []string // offered by ALPN; read-only
 }
 
-// NewStore returns a store serving set with minVersion (a crypto/tls version constant).
-func NewStore(set *Set, minVersion uint16) *Store {
-	s := &Store{}
+// NewStore returns a store serving set with minVersion (a crypto/tls version constant),
+// offering protos by ALPN in that order (e.g. "h2", "http/1.1").
+func NewStore(set *Set, minVersion uint16, protos []string) *Store {
+	s := &Store{protos: protos}
 	s.Swap(set, minVersion)
 	return s
 }
@@ -23,7 +25,7 @@ func NewStore(set *Set, minVersion uint16) *Store {
 func (s *Store) Swap(set *Set, minVersion uint16) {
 	s.cur.Store(&tls.Config{
 		MinVersion:     minVersion,
-		NextProtos:     []string{"http/1.1"}, // HTTP/1.1 only: no h2 is offered
+		NextProtos:     s.protos,
 		GetCertificate: set.certificate,
 	})
 }
@@ -33,7 +35,7 @@ func (s *Store) Swap(set *Set, minVersion uint16) {
 func (s *Store) ServerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
+		NextProtos: s.protos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return s.cur.Load(), nil
 		},

@@ -21,6 +21,7 @@ type Config struct {
 	Alarms   Alarms             `yaml:"alarms"`
 	Fleet    Fleet              `yaml:"fleet"`
 	TLS      TLS                `yaml:"tls"`
+	HTTP2    HTTP2              `yaml:"http2"`
 
 	// StateDir is where the runtime state (readiness, reports, load reports, ejections,
 	// warnings) is kept across restarts and upgrades; "" keeps none.
@@ -163,6 +164,20 @@ type TLS struct {
 	Certificates []Certificate `yaml:"certificates"`
 	// MinVersion is the lowest TLS version accepted: "1.2" or "1.3".
 	MinVersion string `yaml:"min_version"`
+}
+
+// HTTP2 configures HTTP/2 to clients: offered by ALPN on the TLS listener, and with prior
+// knowledge (h2c) on the plain listener. Every key needs a restart to change.
+type HTTP2 struct {
+	// Enabled offers h2 (then http/1.1) by ALPN on the TLS listener.
+	Enabled bool `yaml:"enabled"`
+	// H2C accepts HTTP/2 with prior knowledge on the plain listener.
+	H2C bool `yaml:"h2c"`
+	// MaxConcurrentStreams is the most streams a client connection may have open at once.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// MaxHeaderBytes bounds a request's header block: what it decodes to, and what it takes on
+	// the wire (HEADERS and CONTINUATION frames together).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
 }
 
 // Certificate is one certificate (with its chain) and its private key, both PEM files.

@@ -33,6 +33,9 @@ const (
 	defaultFleetInstances = 1
 	defaultTLSMinVersion  = TLSVersion12
 
+	defaultHTTP2Streams     = 250
+	defaultHTTP2HeaderBytes = 64 << 10
+
 	defaultAccessLogFormat = FormatJSON
 	defaultAccessLogSample = 1.0
 	defaultAccessLogBuffer = 256 << 10
@@ -88,6 +91,11 @@ func Default() *Config {
 		Alarms: Alarms{DedupWindow: defaultDedupWindow},
 		Fleet:  Fleet{Instances: defaultFleetInstances},
 		TLS:    TLS{MinVersion: defaultTLSMinVersion},
+		HTTP2: HTTP2{
+			Enabled:              true,
+			MaxConcurrentStreams: defaultHTTP2Streams,
+			MaxHeaderBytes:       defaultHTTP2HeaderBytes,
+		},
 		AccessLog: AccessLog{
 			Format: defaultAccessLogFormat,
 			Sample: defaultAccessLogSample,

@@ -133,6 +133,11 @@ tls:
     - cert_file: /etc/pollbal/a.crt
       key_file: /etc/pollbal/a.key
   min_version: 1.3
+http2:
+  enabled: false
+  h2c: true
+  max_concurrent_streams: 100
+  max_header_bytes: 32768
 access_log:
   path: /var/log/pollbal/access.log
   format: combined
@@ -173,6 +178,7 @@ access_log:
 		Fleet:    Fleet{Instances: 3},
 		TLS: TLS{Listen: "127.0.0.1:8443", MinVersion: TLSVersion13,
 			Certificates: []Certificate{{CertFile: "/etc/pollbal/a.crt", KeyFile: "/etc/pollbal/a.key"}}},
+		HTTP2: HTTP2{Enabled: false, H2C: true, MaxConcurrentStreams: 100, MaxHeaderBytes: 32768},
 		AccessLog: AccessLog{Path: "/var/log/pollbal/access.log", Format: FormatCombined,
 			Statuses: []string{"5xx", "429"}, MinDuration: 2 * time.Second, Sample: 0.25, Buffer: 65536,
 			Headers: []string{"Referer", "User-Agent"}},
@@ -230,6 +236,10 @@ backends:
 	}
 	tests := []fieldCase{
 		{name: "listen", got: c.Listen, want: defaultListen},
+		{name: "http2.enabled", got: c.HTTP2.Enabled, want: true},
+		{name: "http2.h2c", got: c.HTTP2.H2C, want: false},
+		{name: "http2.max_concurrent_streams", got: c.HTTP2.MaxConcurrentStreams, want: 250},
+		{name: "http2.max_header_bytes", got: c.HTTP2.MaxHeaderBytes, want: 65536},
 		{name: "admin.listen", got: c.Admin.Listen, want: defaultAdminListen},
 		{name: "poll.interval", got: c.Poll.Interval, want: defaultPollInterval},
 		{name: "allow_fallback_to_default", got: c.Apps[0].AllowFallbackToDefault, want: (*bool)(nil)},

@@ -57,6 +57,7 @@ func (c *Config) validateTop(p *problemList) {
 	}
 	atLeast(p, "admin.max_connections", c.Admin.MaxConnections, 1)
 	c.validateTLS(p, listenErr, adminErr)
+	c.validateHTTP2(p)
 	c.validateStore(p)
 
 	positive(p, "poll.interval", c.Poll.Interval)
@@ -106,6 +107,27 @@ func (c *Config) validateTop(p *problemList) {
 	atLeast(p, "fleet.instances", c.Fleet.Instances, 1)
 	c.validateAccessLog(p)
 }
+
+// validateHTTP2 checks the http2 section: h2c needs the plain listener it is served on.
+func (c *Config) validateHTTP2(p *problemList) {
+	h := &c.HTTP2
+	atLeast(p, "http2.max_concurrent_streams", h.MaxConcurrentStreams, 1)
+	atMost(p, "http2.max_concurrent_streams", h.MaxConcurrentStreams, MaxHTTP2Streams)
+	atLeast(p, "http2.max_header_bytes", h.MaxHeaderBytes, MinHTTP2HeaderBytes)
+	atMost(p, "http2.max_header_bytes", h.MaxHeaderBytes, MaxHTTP2HeaderBytes)
+	if h.H2C && c.Listen == "" {
+		p.add("http2.h2c", "needs the plain listener (listen is empty)")
+	}
+}
+
+// Bounds of the http2 keys: a stream count an HTTP/2 SETTINGS frame can carry and that
+// keeps one connection's leases and buffers bounded; a header limit that fits an ordinary
+// request and stays far below what a connection may hold in memory.
+const (
+	MaxHTTP2Streams     = 10000
+	MinHTTP2HeaderBytes = 4096
+	MaxHTTP2HeaderBytes = 1 << 20
+)
 
 // errNoListener marks an empty listen (plain HTTP off) for the checks that compare addresses.
 var errNoListener = errors.New("no plain listener")

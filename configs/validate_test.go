@@ -197,6 +197,19 @@ func TestValidateRules(t *testing.T) {
 			want: []string{`alarms.webhook: must be an absolute http or https URL: parse "http://[::1": missing ']' in host`}},
 		{name: "dedup window zero", mutate: func(c *Config) { c.Alarms.DedupWindow = 0 },
 			want: []string{"alarms.dedup_window: must be > 0 (got 0s)"}},
+
+		{name: "http2 streams zero", mutate: func(c *Config) { c.HTTP2.MaxConcurrentStreams = 0 },
+			want: []string{"http2.max_concurrent_streams: must be >= 1 (got 0)"}},
+		{name: "http2 streams too many", mutate: func(c *Config) { c.HTTP2.MaxConcurrentStreams = MaxHTTP2Streams + 1 },
+			want: []string{"http2.max_concurrent_streams: must be <= 10000 (got 10001)"}},
+		{name: "http2 header bytes too few", mutate: func(c *Config) { c.HTTP2.MaxHeaderBytes = 1024 },
+			want: []string{"http2.max_header_bytes: must be >= 4096 (got 1024)"}},
+		{name: "http2 header bytes too many", mutate: func(c *Config) { c.HTTP2.MaxHeaderBytes = 2 << 20 },
+			want: []string{"http2.max_header_bytes: must be <= 1048576 (got 2097152)"}},
+		{name: "h2c without a plain listener", mutate: func(c *Config) {
+			c.HTTP2.H2C, c.Listen, c.TLS.Listen = true, "", "127.0.0.1:8443"
+			c.TLS.Certificates = []Certificate{{CertFile: "a.crt", KeyFile: "a.key"}}
+		}, want: []string{"http2.h2c: needs the plain listener (listen is empty)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,6 +249,10 @@ func TestValidateAccepts(t *testing.T) {
 		{name: "backend reserved pools", mutate: func(c *Config) { c.Backends[0].Pool, c.Backends[1].Pool = PoolUnassigned, PoolDefault }},
 		{name: "backend owner", mutate: func(c *Config) { c.Backends[0].Owner = "acme" }},
 		{name: "webhook https", mutate: func(c *Config) { c.Alarms.Webhook = "https://alarms.example.com/hook?x=1" }},
+		{name: "h2c on, http2 off on TLS", mutate: func(c *Config) { c.HTTP2.H2C, c.HTTP2.Enabled = true, false }},
+		{name: "http2 bounds", mutate: func(c *Config) {
+			c.HTTP2.MaxConcurrentStreams, c.HTTP2.MaxHeaderBytes = MaxHTTP2Streams, MinHTTP2HeaderBytes
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -281,6 +298,8 @@ func TestValidateDoesNotPanic(t *testing.T) {
 			"admin.listen: required",
 			"admin.max_connections: must be >= 1 (got 0)",
 			`tls.min_version: must be "1.2" or "1.3" (got "")`,
+			`http2.max_concurrent_streams: must be >= 1 (got 0)`,
+			`http2.max_header_bytes: must be >= 4096 (got 0)`,
 			"poll.interval: must be > 0 (got 0s)",
 			"poll.timeout: must be > 0 (got 0s)",
 			"poll.max_backoff: must be > 0 (got 0s)",

@@ -44,4 +44,10 @@
 // two atomic words per connection, which also let Shutdown close every connection without a
 // request in flight. The proxy answers for the listeners through clientconn.Hooks (the 408 to
 // headers that came too late: headertimeout.go).
+//
+// HTTP/2 clients (http2.go) are served by package h2 with the same Handler: fasthttp hands over
+// a TLS connection that chose h2 by ALPN, and, with http2.h2c, a plain connection whose first
+// bytes are the HTTP/2 preface (clientconn.PrefaceConn); each stream's RequestCtx sees a
+// connection of its own, which the client checks ask whether the stream was reset
+// (h2.StreamGone).
 package proxy

@@ -205,7 +205,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, snap *balancer.Snapshot, app *
 		return endAnswered
 	}
 	e.upload = up
-	http10 := !ctx.Request.Header.IsHTTP11() // prepareRequest makes the request HTTP/1.1
+	http10 := isHTTP10(&ctx.Request.Header) // prepareRequest makes the request HTTP/1.1
 	upgrade, ok := prepareRequest(ctx, p.trust.get(snap.Config()))
 	if !ok {
 		answerBadHeaderName(ctx)

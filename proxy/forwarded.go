@@ -142,7 +142,7 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) (upgradePlan
 	}
 	if kept&(1<<fwdProto) == 0 {
 		proto := "http"
-		if ctx.IsTLS() {
+		if isTLS(ctx) {
 			proto = "https"
 		}
 		h.SetCanonical(viewBytes(headerForwardedProto), viewBytes(proto))

@@ -95,6 +95,11 @@ func (p *Proxy) beginEntry(ctx *fasthttp.RequestCtx, cfg *configs.Config, start 
 	r.Proto = viewBytes(protoOf(h))
 	if v, sni, ok := e.client.TLS(); ok {
 		r.TLSVersion, r.SNI = v, viewBytes(sni)
+	} else if e.client == nil {
+		// An HTTP/2 stream: its TLS connection is the HTTP/2 server's.
+		if st := ctx.TLSConnectionState(); st != nil {
+			r.TLSVersion, r.SNI = st.Version, viewBytes(st.ServerName)
+		}
 	}
 	r.Referer, r.UserAgent = h.Referer(), h.UserAgent()
 	r.Headers = p.alog.Headers()
@@ -130,8 +135,11 @@ func (p *Proxy) logClientIP(ctx *fasthttp.RequestCtx, cfg *configs.Config, e *lo
 
 // protoOf is a request's protocol version as the log writes it.
 func protoOf(h *fasthttp.RequestHeader) string {
-	if h.IsHTTP11() {
+	switch {
+	case h.IsHTTP11():
 		return "HTTP/1.1"
+	case string(h.Protocol()) == protoHTTP2:
+		return protoHTTP2
 	}
 	return "HTTP/1.0"
 }

@@ -20,6 +20,7 @@ import (
 	"pollbal/configs"
 	"pollbal/internal/defaults"
 	"pollbal/proxy/clientconn"
+	"pollbal/proxy/h2"
 	"pollbal/proxy/upstream"
 )
 
@@ -55,6 +56,7 @@ type Proxy struct {
 	answers     *answerMetrics  // pollbal_responses_total, pollbal_client_gone_total
 	requests    *requestMetrics // pollbal_requests_total, pollbal_request_duration_seconds, by app
 	upgrades    upgradeSet      // upgraded (WebSocket) connections open
+	h2          *h2.Server      // serves HTTP/2 connections with Handler (http2.go)
 
 	// stopping is set by Shutdown. fasthttp's own CloseOnShutdown only holds while its Shutdown
 	// waits; when ctx ends first, the handler still closes every connection it answers on.
@@ -122,7 +124,10 @@ func New(o Options) (*Proxy, error) {
 	if p.requests, err = newRequestMetrics(bal, o.Registerer); err != nil {
 		return nil, err
 	}
-	p.watch = upstream.NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, clientconn.Gone)
+	if err = p.newHTTP2(o); err != nil {
+		return nil, err
+	}
+	p.watch = upstream.NewWatchdog(p.clock, func() time.Duration { return bal.Snapshot().Config().Proxy.BackendTimeout }, clientGone)
 	p.upstreams = upstream.NewPools(bal, p.watch, &p.bufs, p.yieldIfBusy)
 	p.srv = &fasthttp.Server{
 		Handler:            p.Handler,
@@ -142,6 +147,9 @@ func New(o Options) (*Proxy, error) {
 		LazyRequestTime:              true,
 		CloseOnShutdown:              true,
 	}
+	// Offered only where the TLS listener's ALPN lists h2 (http2.enabled).
+	p.srv.NextProto(h2.ProtoTLS, p.serveHTTP2)
+	p.srv.NextProto(clientconn.ProtoH2C, p.serveH2C)
 	return p, nil
 }
 
@@ -192,9 +200,10 @@ func (p *Proxy) serve(ln net.Listener, conf *tls.Config) error {
 // next request already on its way is answered rather than cut (see drainGrace). Shutdown
 // returns once every connection is gone, or when ctx ends (then with ctx's error, and the
 // requests still in flight finish in the background). Upgraded (WebSocket) connections get
-// the same wait and are closed when ctx ends. Teardown order: listeners, client connections
-// as they go quiet or their request ends, upgraded connections, then idle backend
-// connections; the scanners and the backend-timeout watchdog end by themselves once no
+// the same wait and are closed when ctx ends; HTTP/2 connections are sent a GOAWAY, finish
+// their open streams and close, or are closed when ctx ends. Teardown order: listeners,
+// client connections as they go quiet or their request ends (HTTP/2 ones as their streams
+// end), upgraded connections, then idle backend connections; the scanners and the backend-timeout watchdog end by themselves once no
 // connection is left.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.stopping.Store(true)
@@ -207,12 +216,21 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	p.waitServed(ctx, lns)
 
-	// Nothing is left for the server (unless ctx ended): it stops at once. Its own way closes
-	// idle connections without a grace, so it comes last.
+	// HTTP/2 connections are still the server's (served by serveHTTP2 until they end): they
+	// are told to go away first, and the server's wait below ends as they do.
+	h2done := make(chan error, 1)
+	go func() { h2done <- p.h2.Shutdown(ctx) }()
+
+	// Nothing else is left for the server (unless ctx ended): it stops at once. Its own way
+	// closes idle connections without a grace, so it comes last.
 	err := p.srv.ShutdownWithContext(ctx)
-	// Upgraded connections are no longer the server's: they get the rest of ctx, then are closed.
+	// Upgraded connections are no longer the server's: they get the rest of ctx, then are
+	// closed.
 	if uerr := p.upgrades.drain(ctx); uerr != nil && err == nil {
 		err = uerr
+	}
+	if herr := <-h2done; herr != nil && err == nil {
+		err = herr
 	}
 	p.upstreams.CloseIdle()
 	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {

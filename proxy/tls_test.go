@@ -47,7 +47,9 @@ func withTLS(t *testing.T, e *env) *tlsEnv {
 		t.Fatal(err)
 	}
 	// env's cleanup shuts the proxy down, which ends ServeTLS.
-	go func() { _ = e.p.ServeTLS(ln, certs.NewStore(set, tls.VersionTLS12).ServerConfig()) }()
+	go func() {
+		_ = e.p.ServeTLS(ln, certs.NewStore(set, tls.VersionTLS12, []string{"http/1.1"}).ServerConfig())
+	}()
 	return &tlsEnv{env: e, addr: ln.Addr().String(),
 		client: &tls.Config{ServerName: "shop.test", RootCAs: certstest.Pool(pair)}}
 }

@@ -223,7 +223,15 @@ func newCertStore(cfg *configs.Config) (*certs.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return certs.NewStore(set, minVersion), nil
+	return certs.NewStore(set, minVersion, alpnProtocols(cfg)), nil
+}
+
+// alpnProtocols are what the TLS listener offers by ALPN, in order of preference.
+func alpnProtocols(cfg *configs.Config) []string {
+	if cfg.HTTP2.Enabled {
+		return []string{"h2", "http/1.1"}
+	}
+	return []string{"http/1.1"}
 }
 
 // closeBuilt closes what a failing newServer had built: the store's etcd client (whose
@@ -523,6 +531,9 @@ func (s *server) checkStatic(cfg *configs.Config) error {
 	}
 	if cfg.Site != s.cfg.Site {
 		errs = append(errs, fmt.Errorf("site: changing %s to %s needs a restart", s.cfg.Site, cfg.Site))
+	}
+	if cfg.HTTP2 != s.cfg.HTTP2 {
+		errs = append(errs, errors.New("http2: changing it needs a restart"))
 	}
 	if cfg.StateDir != s.cfg.StateDir {
 		errs = append(errs, fmt.Errorf("state_dir: changing %s to %s needs a restart", orOff(s.cfg.StateDir), orOff(cfg.StateDir)))

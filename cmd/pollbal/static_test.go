@@ -30,6 +30,10 @@ func TestCheckStaticOneProblemPerChange(t *testing.T) {
 			next: configs.Config{Site: "eu", Listen: "127.0.0.1:8080", Admin: configs.Admin{Listen: "127.0.0.1:9090",
 				Store: configs.Store{Etcd: &configs.Etcd{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/p/"}}}},
 			want: []string{"admin.store: changing the store of moves needs a restart"}},
+		{name: "http2 changed",
+			next: configs.Config{Site: "eu", Listen: "127.0.0.1:8080", Admin: configs.Admin{Listen: "127.0.0.1:9090"},
+				HTTP2: configs.HTTP2{H2C: true}},
+			want: []string{"http2: changing it needs a restart"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

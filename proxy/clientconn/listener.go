@@ -77,6 +77,9 @@ type Hooks struct {
 	HeaderTimedOut func(c *Conn, since time.Duration)
 	Log            *slog.Logger
 	Metrics        *Metrics
+	// H2C is http2.h2c: a plain connection that opens with the HTTP/2 preface is handed over
+	// (PrefaceConn). It needs a restart to change.
+	H2C bool
 }
 
 // Metrics are the counters a listener and its connections count into.
@@ -134,6 +137,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		if cc.secure != nil {
 			return &TLSConn{Conn: cc.secure, cc: cc}, nil
+		}
+		if l.hooks.H2C {
+			return &PrefaceConn{Conn: cc}, nil
 		}
 		return cc, nil
 	}

@@ -55,6 +55,19 @@ func (c *TLSConn) handshake() error {
 	return err
 }
 
+// HandOver is for a connection fasthttp hands over after ALPN chose h2: it completes the
+// handshake's bookkeeping, and the scanner stops timing the connection, whose new server has
+// timeouts of its own.
+func (c *TLSConn) HandOver() error {
+	if !c.shook {
+		if err := c.handshake(); err != nil {
+			return err
+		}
+	}
+	c.cc.Hijacked()
+	return nil
+}
+
 // Tracked returns the Conn under a connection the server hands to pollbal, or nil.
 func Tracked(nc net.Conn) *Conn {
 	switch c := nc.(type) {
@@ -62,6 +75,8 @@ func Tracked(nc net.Conn) *Conn {
 		return c
 	case *TLSConn:
 		return c.cc
+	case *PrefaceConn:
+		return c.Conn
 	}
 	return nil
 }

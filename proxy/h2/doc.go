@@ -1,0 +1,18 @@
+// Package h2 serves HTTP/2 client connections with the proxy's one request handler. A
+// connection negotiated by ALPN on the TLS listener (fasthttp hands it over after the
+// handshake), or one that opened with the HTTP/2 preface on the plain listener (h2c), is
+// served by golang.org/x/net/http2; each of its streams becomes a *fasthttp.RequestCtx that
+// runs the same fasthttp.RequestHandler as an HTTP/1.1 request — routing, leases, queue,
+// retries, X-Pollbal-* headers, access log, limits — and whose response, whole or streamed,
+// is copied to the stream with a flush per piece, under HTTP/2 flow control (stream.go).
+//
+// What x/net/http2 does not do by itself is done here, on the bytes the client sends, before
+// the HTTP/2 server reads them (frames.go, conn.go): a client that resets streams faster than
+// it lets them complete (rapid reset, CVE-2023-44487) and one whose header block grows past
+// http2.max_header_bytes on the wire (a CONTINUATION flood, CVE-2024-27316) are cut off by
+// closing the connection, and counted in pollbal_http2_resets_total. The decision on resets is
+// a pure function of the connection's reset debt (reset.go).
+//
+// Server is safe for concurrent use; a connection's state belongs to the goroutines the HTTP/2
+// server runs for it.
+package h2
