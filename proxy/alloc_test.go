@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/proxy/upstream"
 )
@@ -29,8 +30,8 @@ func TestHandlerAllocs(t *testing.T) {
 }
 
 func testHandlerAllocs(t *testing.T, e *env) {
-	exhausted := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}, {Name: "empty", Hosts: []string{"empty.test"}, Pool: "pool-empty"}},
-		[]configs.Backend{{ID: "b1", Address: e.bal.Snapshot().Config().Backends[0].Address, Capacity: 4096}})
+	exhausted := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}, {Name: "empty", Hosts: []string{"empty.test"}, Pool: "pool-empty"}}, []configs.Backend{{ID: "b1", Address: e.bal.Snapshot().Config().Backends[0].Address, Capacity: 4096}}, tieBreakID)
+
 	exhausted.Proxy.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
 	e.bal.Update(exhausted)
 	tests := []struct {
@@ -110,8 +111,8 @@ func TestBodilessAnswerAllocs(t *testing.T) {
 		}
 		ctx.SetBody(body1K)
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"www.shop.test"}}},
-		[]configs.Backend{{ID: "b1", Address: be.addr, Capacity: 4096}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"www.shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 4096}}, tieBreakID)
+
 	e := newEnv(t, cfg, "b1")
 	for _, tt := range []struct {
 		name, method, path string

@@ -9,7 +9,7 @@ import (
 	"pollbal/internal/metric"
 )
 
-// ownReasonList holds the X-Pollbal-Reason values of every answer the proxy makes itself; each
+// ownReasonList holds the X-Pollbal-Reason values of every answer the proxy makes itself. Each
 // has its pollbal_responses_total series from the start (a test checks that every reason
 // constant of the package is here). It is a read-only table.
 var ownReasonList = [...]string{
@@ -59,9 +59,9 @@ func newAnswerMetrics(reg prometheus.Registerer) (*answerMetrics, error) {
 	return m, nil
 }
 
-// count counts an answer pollbal made itself, with status code and header h, under the
-// reason it carries in X-Pollbal-Reason (one of ownReasons; every such answer is an error, so
-// anything below 400 costs one comparison). The caller never passes a backend's answer here.
+// count counts an answer pollbal made itself, with status code and header h. It counts it under
+// the reason it carries in X-Pollbal-Reason (one of ownReasons; every such answer is an error,
+// so anything below 400 costs one comparison). The caller never passes a backend's answer here.
 func (m *answerMetrics) count(code int, h *fasthttp.ResponseHeader) {
 	if code < fasthttp.StatusBadRequest {
 		return

@@ -10,6 +10,7 @@ import (
 
 	"pollbal/accesslog"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 var body1K = []byte(strings.Repeat("0123456789abcdef", 64))
@@ -25,8 +26,8 @@ func benchEnvLogging(tb testing.TB, path string) *env {
 		ctx.SetContentType("text/plain")
 		ctx.SetBody(body1K)
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}},
-		[]configs.Backend{{ID: "b1", Address: be.addr, Capacity: 4096}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 4096}}, tieBreakID)
+
 	var alog *accesslog.Logger
 	if path != "" {
 		var err error

@@ -20,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/proxy/clientconn"
 )
@@ -28,7 +29,7 @@ import (
 func limitsEnv(t *testing.T, h fasthttp.RequestHandler, tune func(*configs.Proxy)) (*env, *backend) {
 	t.Helper()
 	be := startBackend(t, h)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	tune(&cfg.Proxy)
 	return newEnv(t, cfg, "b1"), be
 }
@@ -331,7 +332,7 @@ func (l *failingListener) Accept() (net.Conn, error) {
 // Regression: an Accept failing with EMFILE ended Serve, and the process exited.
 func TestAcceptErrorsDoNotStopServing(t *testing.T) {
 	be := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	p, err := New(Options{Balancer: e.bal, Registerer: prometheus.NewRegistry()})
 	if err != nil {
@@ -364,7 +365,7 @@ func TestAcceptErrorsDoNotStopServing(t *testing.T) {
 
 // The stream forwarding looks at the client's socket itself: the tracked connection exposes it.
 func TestClientConnExposesSocket(t *testing.T) {
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, nil)
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, nil, tieBreakID)
 	e := newEnv(t, cfg)
 	c, _ := acceptClient(t, e.p)
 	defer c.Close()

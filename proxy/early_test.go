@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 )
 
@@ -66,8 +67,8 @@ func TestEarlyAnswerReachesClient(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a1, hits1 := earlyBackend(t, tt.fin)
 			a2, hits2 := earlyBackend(t, tt.fin)
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}},
-				[]configs.Backend{{ID: "b1", Address: a1}, {ID: "b2", Address: a2}})
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: a1}, {ID: "b2", Address: a2}}, tieBreakID)
+
 			cfg.Proxy.BufferRequestBody = tt.buffer
 			cfg.Proxy.MaxRequestBody = 16 << 20
 			cfg.Proxy.EjectAfter = 1

@@ -7,20 +7,22 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
 // A retry that finds no other candidate is answered for the failure before it (502), not as an
 // exhausted pool: pool_exhausted is not counted, and no alarm is listed.
 func TestRetryWithoutCandidateIsNotExhausted(t *testing.T) {
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}},
-		[]configs.Backend{{ID: "down", Address: testproc.FreeAddr(t)}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "down", Address: testproc.FreeAddr(t)}}, tieBreakID)
+
 	cfg.Proxy.Retries, cfg.Proxy.EjectAfter = 1, 0
 	e := newEnv(t, cfg, "down")
 	if r := e.do("GET", "shop.test", "/", ""); r.code != 502 || r.headers["x-pollbal-reason"] != reasonBackendUnreachable {
 		t.Fatalf("got %v, want 502 %s", r, reasonBackendUnreachable)
 	}
-	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 0 {
+	if got, _ := metrictest.Value(t, e.balReg, `pollbal_pool_exhausted_total{pool="default",app="shop"}`); got != 0 {
 		t.Errorf("pollbal_pool_exhausted_total = %v after a failed forward and a retry without candidates, want 0", got)
 	}
 	if n := countEvents(e.alarms, "pool_exhausted"); n != 0 {
@@ -34,13 +36,14 @@ func TestRetryWithoutCandidateIsNotExhausted(t *testing.T) {
 // waits counts as exhausted, whether it is served from the queue later or not.
 func TestExhaustedWhileOthersWait(t *testing.T) {
 	be := okBackend(t)
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "www", Hosts: []string{"www.test"}, Pool: "busy"},
 		{Name: "shop", Hosts: []string{"shop.test"}, Pool: "dark"},
 	}, []configs.Backend{
 		{ID: "b1", Address: be.addr, Pool: "busy", Capacity: 1},
 		{ID: "d1", Address: testproc.FreeAddr(t), Pool: "dark"},
-	})
+	}, tieBreakID)
+
 	cfg.Proxy.QueueTimeout, cfg.Proxy.MaxQueue = 30*time.Second, 10
 	e := newEnv(t, cfg, "b1") // d1 is never ready: "dark" has no candidate
 	snap := e.bal.Snapshot()
@@ -61,8 +64,10 @@ func TestExhaustedWhileOthersWait(t *testing.T) {
 		}
 		codes <- resp.StatusCode()
 	}
+	pools := map[string]string{"www": "busy", "shop": "dark"}
 	exhausted := func(app string) float64 {
-		return appCounter(t, e.balReg, "pollbal_pool_exhausted_total", app)
+		v, _ := metrictest.Value(t, e.balReg, `pollbal_pool_exhausted_total{pool="`+pools[app]+`",app="`+app+`"}`)
+		return v
 	}
 
 	go send("www.test") // nobody waits yet: no candidate, exhausted, then queued

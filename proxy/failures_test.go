@@ -15,6 +15,8 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -24,7 +26,7 @@ var errorReasons = []balancer.ErrorReason{balancer.ErrorConnect, balancer.ErrorR
 // backendErrors is pollbal_backend_errors_total{backend=id,reason}; -1 when the series is absent.
 func (e *env) backendErrors(id string, r balancer.ErrorReason) float64 {
 	e.t.Helper()
-	v, ok := seriesValue(e.t, e.balReg, "pollbal_backend_errors_total", "backend", id, "reason", r.String())
+	v, ok := metrictest.Value(e.t, e.balReg, `pollbal_backend_errors_total{backend="`+id+`",reason="`+r.String()+`"}`)
 	if !ok {
 		return -1
 	}
@@ -51,7 +53,7 @@ func TestBackendErrorsByReason(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: tt.addr}})
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: tt.addr}}, tieBreakID)
 			cfg.Proxy.BackendTimeout = 200 * time.Millisecond
 			cfg.Proxy.Retries = 0
 			e := newEnv(t, cfg, "b1")
@@ -78,10 +80,11 @@ func TestBackendErrorsByReason(t *testing.T) {
 func TestEjectAfterCountsTimeouts(t *testing.T) {
 	stall := startStallBackend(t, false)
 	spare := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
 		{ID: "a-slow", Address: stall.addr},
 		{ID: "b-spare", Address: spare.addr},
-	})
+	}, tieBreakID)
+
 	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
 	cfg.Proxy.EjectAfter = 2
 	e := newEnv(t, cfg, "a-slow", "b-spare")
@@ -131,10 +134,11 @@ func TestEjectOn5xx(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
 				{ID: "a-first", Address: tt.first},
 				{ID: "b-ok", Address: ok.addr},
-			})
+			}, tieBreakID)
+
 			cfg.Proxy.EjectAfter = 2
 			cfg.Proxy.EjectOn5xx = tt.ejectOn5xx
 			e := newEnv(t, cfg, "a-first", "b-ok")
@@ -163,7 +167,7 @@ func TestEjectOn5xx(t *testing.T) {
 // responsesTotal is pollbal_responses_total{reason}; -1 when the series is absent.
 func (e *env) responsesTotal(reason string) float64 {
 	e.t.Helper()
-	v, ok := seriesValue(e.t, e.reg, "pollbal_responses_total", "reason", reason)
+	v, ok := metrictest.Value(e.t, e.reg, `pollbal_responses_total{reason="`+reason+`"}`)
 	if !ok {
 		return -1
 	}
@@ -186,7 +190,7 @@ func TestResponsesByReason(t *testing.T) {
 		ctx.SetBodyString("backend\n")
 	})
 	stall := startStallBackend(t, false)
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "shop", Hosts: []string{"shop.test"}},
 		{Name: "ghost", Hosts: []string{"ghost.test"}, Pool: "pool-ghost"},
 		{Name: "down", Hosts: []string{"down.test"}, Pool: "pool-down"},
@@ -195,7 +199,8 @@ func TestResponsesByReason(t *testing.T) {
 		{ID: "b1", Address: be.addr, Capacity: 1},
 		{ID: "b-down", Address: testproc.FreeAddr(t), Pool: "pool-down"},
 		{ID: "b-slow", Address: stall.addr, Pool: "pool-slow"},
-	})
+	}, tieBreakID)
+
 	cfg.Proxy.MaxRequestBody = 10
 	cfg.Proxy.BufferRequestBody = 10
 	cfg.Proxy.BackendTimeout = 200 * time.Millisecond

@@ -288,7 +288,7 @@ func (f *forwarding) queue() outcome {
 	return f.send(lease, p.bal.Snapshot()) // the snapshot the lease may come from (Balancer.Wait)
 }
 
-// send forwards the request on lease, taken from snap, reports what the backend did and
+// send forwards the request on lease, taken from snap. It reports what the backend did and
 // releases the lease, unless the backend's answer is streamed (relay hands the lease to the
 // stream) or it switched protocols (the upgraded connection has it). The entry gets the
 // backend, and (RoundTrip) when the answer's head came.

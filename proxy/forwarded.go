@@ -114,8 +114,7 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) (upgradePlan
 		upgrade = requestUpgrade(h, s.conn.bytes())
 	}
 	// Every name below is already in the header's own form (the names s collected were read
-	// from it, ours are canonical), so fasthttp need not normalize them again; that was a third
-	// of this function's cost.
+	// from it, ours are canonical), so fasthttp need not normalize them again.
 	if wasDisabled := h.DisableNormalizing(); !wasDisabled {
 		defer h.EnableNormalizing()
 	}
@@ -132,7 +131,7 @@ func prepareRequest(ctx *fasthttp.RequestCtx, trusted *trustedNets) (upgradePlan
 	xff.add(ip, ", ")
 	// Every header of these names was removed above (or is kept, and not set): setting them
 	// is adding them, and SetCanonical does it without checking and copying our own valid
-	// names as Add and Set do (a third of their cost).
+	// names as Add and Set do.
 	h.SetCanonical(viewBytes(headerForwardedFor), xff.bytes())
 	if kept&(1<<fwdRealIP) == 0 {
 		h.SetCanonical(viewBytes(headerRealIP), ip)

@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 )
 
 // fullBackend answers every request 503 with X-Pool-Full, as a backend at its capacity does.
@@ -80,7 +81,7 @@ func TestBackendFull(t *testing.T) {
 				cbs = append(cbs, configs.Backend{ID: id, Address: b.addr})
 				ids = append(ids, id)
 			}
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, cbs)
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, cbs, tieBreakID)
 			cfg.Proxy.Retries = tt.retries
 			cfg.Proxy.EjectAfter = 1
 			e := newEnv(t, cfg, ids...)
@@ -92,7 +93,7 @@ func TestBackendFull(t *testing.T) {
 				t.Errorf("exhausted answer %v: want Retry-After 1, pollbal's own body and no X-Pool-Full", r)
 			}
 			for _, id := range ids {
-				if got := backendCounter(t, e.balReg, "pollbal_backend_full_total", id); got != tt.wantFull[id] {
+				if got, _ := metrictest.Value(t, e.balReg, `pollbal_backend_full_total{backend="`+id+`"}`); got != tt.wantFull[id] {
 					t.Errorf("pollbal_backend_full_total{backend=%s} = %v, want %v", id, got, tt.wantFull[id])
 				}
 				if backendOf(t, e.bal, id).Ejected() {
@@ -102,34 +103,6 @@ func TestBackendFull(t *testing.T) {
 			e.waitIdle()
 		})
 	}
-}
-
-// backendCounter reads the counter name{backend=id} from reg; 0 when the series is absent.
-func backendCounter(t testing.TB, reg *prometheus.Registry, name, id string) float64 {
-	t.Helper()
-	return labelledCounter(t, reg, name, "backend", id)
-}
-
-// labelledCounter reads the counter name{label=value} from reg; 0 when the series is absent.
-func labelledCounter(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // TestBackendFullNothingLeft checks a request that every candidate refused as full (503 +
@@ -148,7 +121,7 @@ func TestBackendFullNothingLeft(t *testing.T) {
 
 	full, ok := fullBackend(t), okBackend(t)
 	cbs := []configs.Backend{{ID: "a", Address: full.addr}, {ID: "b", Address: fullBackend(t).addr}}
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs)
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs, tieBreakID)
 	cfg.Alarms.Webhook = hook.URL
 	e := newEnv(t, cfg, "a", "b")
 
@@ -187,7 +160,7 @@ func TestBackendFullNothingLeft(t *testing.T) {
 
 	// One refusal, then served: not exhausted.
 	cbs = []configs.Backend{{ID: "a", Address: full.addr}, {ID: "b", Address: ok.addr}}
-	e = newEnv(t, testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs), "a", "b")
+	e = newEnv(t, configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs, tieBreakID), "a", "b")
 	if r := e.do("GET", "shop.test", "/", ""); r.code != 200 || r.headers["x-pollbal-backend"] != "b" {
 		t.Fatalf("got %v, want 200 from b", r)
 	}
@@ -208,7 +181,7 @@ func receive(t *testing.T, posts <-chan string) string {
 }
 
 // exhaustedAnswer is the answer e's proxy gives to a request for shop.test while every slot of
-// its two backends is held (capacity 10 each, testConfig's default): the answer of a pool with
+// its two backends is held (capacity 10 each, configtest.Capacity): the answer of a pool with
 // no candidate at all.
 func exhaustedAnswer(t *testing.T, e *env) result {
 	t.Helper()
@@ -232,14 +205,16 @@ func exhaustedAnswer(t *testing.T, e *env) result {
 // refusals is how many requests backends a and b refused as full, together.
 func refusals(t *testing.T, e *env) float64 {
 	t.Helper()
-	return backendCounter(t, e.balReg, "pollbal_backend_full_total", "a") + backendCounter(t, e.balReg, "pollbal_backend_full_total", "b")
+	a, _ := metrictest.Value(t, e.balReg, `pollbal_backend_full_total{backend="a"}`)
+	b, _ := metrictest.Value(t, e.balReg, `pollbal_backend_full_total{backend="b"}`)
+	return a + b
 }
 
 // wantExhausted checks, after what happened, pollbal_pool_exhausted_total{app=shop} and the
 // number of pool_exhausted events.
 func wantExhausted(t *testing.T, e *env, count float64, events int, after string) {
 	t.Helper()
-	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != count {
+	if got, _ := metrictest.Value(t, e.balReg, `pollbal_pool_exhausted_total{pool="default",app="shop"}`); got != count {
 		t.Errorf("pollbal_pool_exhausted_total{app=shop} = %v after %s, want %v", got, after, count)
 	}
 	if n := countEvents(e.alarms, "pool_exhausted"); n != events {
@@ -267,12 +242,6 @@ func sameHeaders(a, b map[string]string, skip ...string) bool {
 	return !diff(a, b) && !diff(b, a)
 }
 
-// appCounter reads the counter name{app=app} from reg; 0 when the series is absent.
-func appCounter(t testing.TB, reg *prometheus.Registry, name, app string) float64 {
-	t.Helper()
-	return labelledCounter(t, reg, name, "app", app)
-}
-
 // countEvents counts the events of kind that the balancer's Observer listed.
 func countEvents(a *alarms.Notifier, kind string) int {
 	n := 0
@@ -289,7 +258,7 @@ func countEvents(a *alarms.Notifier, kind string) int {
 // raising pool_exhausted as it does, and gets the same answer when no slot frees in time.
 func TestBackendFullNothingLeftQueues(t *testing.T) {
 	cbs := []configs.Backend{{ID: "a", Address: fullBackend(t).addr}, {ID: "b", Address: fullBackend(t).addr}}
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs)
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, cbs, tieBreakID)
 	cfg.Proxy.QueueTimeout, cfg.Proxy.MaxQueue = 100*time.Millisecond, 10
 
 	// An exhausted pool: every slot held; the request queues and times out.
@@ -298,7 +267,7 @@ func TestBackendFullNothingLeftQueues(t *testing.T) {
 	if exhausted.code != 503 || exhausted.headers["x-pollbal-reason"] != "queue_timeout" {
 		t.Fatalf("exhausted pool with a queue answered %v, want 503 queue_timeout", exhausted)
 	}
-	if got := appCounter(t, e.balReg, "pollbal_pool_exhausted_total", "shop"); got != 1 {
+	if got, _ := metrictest.Value(t, e.balReg, `pollbal_pool_exhausted_total{pool="default",app="shop"}`); got != 1 {
 		t.Fatalf("exhausted pool with a queue: pollbal_pool_exhausted_total %v, want 1", got)
 	}
 

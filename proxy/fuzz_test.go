@@ -16,6 +16,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/proxy/clientconn"
 )
@@ -69,7 +70,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	hits := new(atomic.Int64)
 	canary := testproc.ServeLocal(tb, func(net.Conn) { hits.Add(1) })
 
-	cfg := testConfig([]configs.App{{Name: "all", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 64}})
+	cfg := configtest.New([]configs.App{{Name: "all", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 64}}, tieBreakID)
 	cfg.Proxy.Retries = 0 // one answer per forwarded request: the backend's hits can be checked against them
 	cfg.Proxy.MaxRequestBody = 64 << 10
 	bal, err := balancer.New(balancer.Options{Config: cfg, Registerer: prometheus.NewRegistry()})

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 func TestHopHeader(t *testing.T) {
@@ -212,7 +213,7 @@ func TestRequestHeaders(t *testing.T) {
 		}
 		seen <- m
 	})
-	untrusted := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*.shop.test"}}}, []configs.Backend{{ID: "b1", Address: rec.addr}})
+	untrusted := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*.shop.test"}}}, []configs.Backend{{ID: "b1", Address: rec.addr}}, tieBreakID)
 	untrusted.Proxy.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.2/32")}
 	trusted := *untrusted
 	trusted.Proxy.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}
@@ -354,7 +355,7 @@ func TestResponseHeaders(t *testing.T) {
 			ctx.SetBodyString("spoof")
 		}
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	rc := dialRaw(t, e.ln, nil) // one client connection for every case: none may close it
 	tests := []struct {

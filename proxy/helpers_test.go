@@ -25,31 +25,9 @@ import (
 	"pollbal/proxy/clientconn"
 )
 
-// testConfig builds a configuration in validated shape: one service "web", defaults for the
-// proxy settings (30 s timeout, 1 MiB body, 1 retry, eject after 3, tie-break by id so tests
-// know which backend is tried first), and the given apps and backends.
-func testConfig(apps []configs.App, backends []configs.Backend) *configs.Config {
-	for i := range apps {
-		if apps[i].Service == "" {
-			apps[i].Service = "web"
-		}
-	}
-	for i := range backends {
-		if backends[i].Capacity == 0 {
-			backends[i].Capacity = 10
-		}
-	}
-	return &configs.Config{
-		Site:     "test",
-		Listen:   "127.0.0.1:8080",
-		Poll:     configs.Poll{Interval: time.Second, Timeout: 800 * time.Millisecond, Fall: 1, Rise: 1, MaxBackoff: 5 * time.Second, MaxBody: 4096},
-		Proxy:    configs.Proxy{BackendTimeout: 30 * time.Second, MaxRequestBody: 1 << 20, BufferRequestBody: 64 << 10, Retries: 1, EjectAfter: 3, TieBreak: configs.TieBreakID},
-		Services: map[string]configs.Service{"web": {WarningScope: configs.ScopeVersion}},
-		Apps:     apps,
-		Backends: backends,
-		Alarms:   configs.Alarms{DedupWindow: time.Minute},
-	}
-}
+// tieBreakID makes the balancer rank equal backends by id, so a test knows which is tried
+// first. Every proxy test's configuration takes it: configtest.New(apps, backends, tieBreakID).
+func tieBreakID(c *configs.Config) { c.Proxy.TieBreak = configs.TieBreakID }
 
 func boolp(b bool) *bool { return &b }
 

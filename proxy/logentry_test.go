@@ -15,6 +15,7 @@ import (
 
 	"pollbal/accesslog"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
 	"pollbal/proxy/upstream"
@@ -292,7 +293,7 @@ func TestAccessLogLines(t *testing.T) {
 		ctx.SetBodyString("backend\n")
 	})
 	stall := startStallBackend(t, false)
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "shop", Hosts: []string{"shop.test"}},
 		{Name: "ghost", Hosts: []string{"ghost.test"}, Pool: "pool-ghost"},
 		{Name: "down", Hosts: []string{"down.test"}, Pool: "pool-down"},
@@ -301,7 +302,8 @@ func TestAccessLogLines(t *testing.T) {
 		{ID: "b1", Address: be.addr, Capacity: 1},
 		{ID: "b-down", Address: testproc.FreeAddr(t), Pool: "pool-down"},
 		{ID: "b-slow", Address: stall.addr, Pool: "pool-slow"},
-	})
+	}, tieBreakID)
+
 	cfg.Proxy.MaxRequestBody = 10
 	cfg.Proxy.BufferRequestBody = 10
 	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
@@ -397,7 +399,7 @@ func TestAccessLogLines(t *testing.T) {
 func TestAccessLogRequestIDKept(t *testing.T) {
 	var seen string
 	be := startBackend(t, func(ctx *fasthttp.RequestCtx) { seen = string(ctx.Request.Header.Peek(headerRequestID)) })
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e, log := logEnv(t, cfg, "b1")
 	r := e.do("GET", "shop.test", "/", "", "X-Request-Id", "client-chose-this")
 	if r.headers["x-request-id"] != "client-chose-this" || seen != "client-chose-this" {
@@ -421,7 +423,7 @@ func TestAccessLogRequestIDKept(t *testing.T) {
 // X-Forwarded-For names.
 func TestAccessLogClientIP(t *testing.T) {
 	be := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	cfg.Proxy.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
 	e, log := logEnv(t, cfg, "b1")
 	for _, tc := range []struct {
@@ -438,7 +440,7 @@ func TestAccessLogClientIP(t *testing.T) {
 // got a slot or timed out; one that found the queue full did not wait.
 func TestAccessLogQueue(t *testing.T) {
 	be := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 1}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 1}}, tieBreakID)
 	cfg.Proxy.QueueTimeout, cfg.Proxy.MaxQueue = 300*time.Millisecond, 1
 	e, log := logEnv(t, cfg, "b1")
 	app := e.bal.Snapshot().Route([]byte("shop.test"))
@@ -477,8 +479,8 @@ func TestAccessLogRefusals(t *testing.T) {
 		ctx.Response.Header.Set(protocol.HeaderFull, "1")
 	})
 	ok := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}},
-		[]configs.Backend{{ID: "a-full", Address: full.addr}, {ID: "b-ok", Address: ok.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "a-full", Address: full.addr}, {ID: "b-ok", Address: ok.addr}}, tieBreakID)
+
 	e, log := logEnv(t, cfg, "a-full", "b-ok")
 	r := e.do("GET", "shop.test", "/", "")
 	log.line(r.headers["x-request-id"]).check(t, "refused, then served", map[string]any{
@@ -490,7 +492,7 @@ func TestAccessLogRefusals(t *testing.T) {
 func TestAccessLogStreams(t *testing.T) {
 	const size = 1 << 20
 	be := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBody(patternBytes(size)) })
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e, log := logEnv(t, cfg, "b1")
 	r := e.do("GET", "shop.test", "/", "")
 	if r.code != 200 || len(r.body) != size {
@@ -500,7 +502,7 @@ func TestAccessLogStreams(t *testing.T) {
 
 	// A backend that stops sending: cut by the backend timeout.
 	stall := startStallBackend(t, true)
-	cfg = testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: stall.addr}})
+	cfg = configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: stall.addr}}, tieBreakID)
 	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
 	e, log = logEnv(t, cfg, "b1")
 	rc := dialRaw(t, e.ln, nil)
@@ -528,7 +530,7 @@ func TestAccessLogRelays(t *testing.T) {
 		}
 		ctx.SetBodyStream(&pattern{n: n}, -1)
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	cfg.Proxy.ClientTimeout = 200 * time.Millisecond
 	e, log := logEnv(t, cfg, "b1")
 
@@ -570,7 +572,7 @@ func TestAccessLogRelays(t *testing.T) {
 // a line without a status, ended client_gone.
 func TestAccessLogClientGone(t *testing.T) {
 	sb := startStallBackend(t, false)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: sb.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: sb.addr}}, tieBreakID)
 	e, log := logEnv(t, cfg, "b1")
 	addr := e.serveTCP(t)
 	c, err := net.Dial("tcp4", addr)
@@ -589,7 +591,7 @@ func TestAccessLogClientGone(t *testing.T) {
 // TestAccessLogUpgrade: an upgraded connection's line comes when it closes, with the 101 and
 // the bytes copied each way.
 func TestAccessLogUpgrade(t *testing.T) {
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: wsBackendAddr(t)}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: wsBackendAddr(t)}}, tieBreakID)
 	e, log := logEnv(t, cfg, "b1")
 	c, err := e.ln.Dial()
 	if err != nil {
@@ -634,7 +636,7 @@ func TestAccessLogUpgrade(t *testing.T) {
 // carries too.
 func TestAccessLogHeaderTimeout(t *testing.T) {
 	be := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	cfg.Proxy.HeaderTimeout = 200 * time.Millisecond
 	e, log := logEnv(t, cfg, "b1")
 	rc := dialRaw(t, e.ln, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 5), Port: 40000})

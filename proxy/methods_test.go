@@ -8,6 +8,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 )
 
 // TestRefusedMethod: CONNECT and TRACE, whatever their case, are the methods pollbal refuses.
@@ -41,7 +43,7 @@ func TestRefusedMethod(t *testing.T) {
 // reaches no backend, takes no lease, and the connection is closed after the answer.
 func TestConnect(t *testing.T) {
 	be := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "evil.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "evil.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	tests := []struct {
 		name    string
@@ -75,7 +77,7 @@ func TestConnect(t *testing.T) {
 	if n := be.hits.Load(); n != 0 {
 		t.Errorf("backend received %d requests, want 0", n)
 	}
-	if got := requestsTotal(t, e.reg, "shop", "405"); got != 7 {
+	if got, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="shop",code="405"}`); got != 7 {
 		t.Errorf(`requests_total{app="shop",code="405"} = %v, want 7`, got)
 	}
 }
@@ -85,7 +87,7 @@ func TestConnect(t *testing.T) {
 // one within the limit gets "100 Continue" and is forwarded.
 func TestExpectContinue(t *testing.T) {
 	echo := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBody(ctx.Request.Body()) })
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: echo.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: echo.addr}}, tieBreakID)
 	cfg.Proxy.MaxRequestBody = 1000
 	e := newEnv(t, cfg, "b1")
 
@@ -134,7 +136,7 @@ func TestExpectContinue(t *testing.T) {
 	if n := echo.hits.Load(); n != 1 {
 		t.Errorf("backend received %d requests, want 1 (the one within the limit)", n)
 	}
-	if got := requestsTotal(t, e.reg, "shop", "413"); got != 1 {
+	if got, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="shop",code="413"}`); got != 1 {
 		t.Errorf(`requests_total{app="shop",code="413"} = %v, want 1`, got)
 	}
 }
@@ -168,7 +170,7 @@ func TestHeaderLines(t *testing.T) {
 // no backend; the connection is closed, so nothing after them is read as a request.
 func TestSmuggling(t *testing.T) {
 	be := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	const head = "POST / HTTP/1.1\r\nHost: shop.test\r\n"
 	tests := []struct {

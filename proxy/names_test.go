@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // TestRequestName: a token name is forwarded, one holding "_" is dropped, and anything else
@@ -112,7 +113,7 @@ func TestRefusedHeaderNamesAndUserinfo(t *testing.T) {
 		}
 		seen <- m
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"www.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"www.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	for _, tt := range []struct {
 		name    string
@@ -171,7 +172,7 @@ func TestTrailersDropped(t *testing.T) {
 		s.trailers = string(ctx.Request.Header.TrailerHeader())
 		got <- s
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"www.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"www.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	const trailers = "Forwarded: for=6.6.6.6\r\nX_Bad: 1\r\nBad Name: 1\r\nX-Custom: 1\r\n"
 	for _, tt := range []struct {

@@ -80,12 +80,11 @@ func retryable(o outcome, idempotent bool) bool {
 	return false
 }
 
-// backendError is what a failed attempt tells the balancer (Failed, or TimedOut) and the
-// reason it is counted under in pollbal_backend_errors_total (and, for every reason but
-// bad_response, towards eject_after); ok is false for an attempt that did not fail because of
-// the backend (the client went away, its body was too large). A dial
-// the backend's host refused is refused; any other dial failure (a timeout, an unreachable
-// host) is connect.
+// backendError is what a failed attempt tells the balancer, and under which reason. The call is
+// Failed or TimedOut; the reason is counted in pollbal_backend_errors_total (and, for every
+// reason but bad_response, towards eject_after). ok is false for an attempt that did not fail
+// because of the backend (the client went away, its body was too large). A dial the backend's
+// host refused is refused; any other dial failure (a timeout, an unreachable host) is connect.
 func backendError(o outcome, err error) (as balancer.Outcome, r balancer.ErrorReason, ok bool) {
 	switch o {
 	case outcomeNotSent:

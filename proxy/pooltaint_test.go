@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 )
 
@@ -94,8 +95,8 @@ func TestNoReuseAfterBodilessAnswer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			be := startTaintingBackend(t)
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}},
-				[]configs.Backend{{ID: "b1", Address: be.addr}})
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
+
 			e := newEnv(t, cfg, "b1")
 
 			if r := e.do(tt.method, "shop.test", tt.path, ""); r.code != tt.wantCode {

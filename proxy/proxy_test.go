@@ -10,19 +10,22 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
 func TestRouting(t *testing.T) {
 	shop := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("shop " + string(ctx.Request.Header.RequestURI())) })
 	blog := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("blog " + string(ctx.Request.Header.RequestURI())) })
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}},
 		{Name: "blog", Hosts: []string{"blog.test"}, Pool: "pool-blog"},
 	}, []configs.Backend{
 		{ID: "shop-1", Address: shop.addr},
 		{ID: "blog-1", Address: blog.addr, Pool: "pool-blog"},
-	})
+	}, tieBreakID)
+
 	e := newEnv(t, cfg, "shop-1", "blog-1")
 	tests := []struct {
 		name        string
@@ -57,27 +60,28 @@ func TestRouting(t *testing.T) {
 			}
 		})
 	}
-	if got := requestsTotal(t, e.reg, "-", "404"); got != 2 {
+	if got, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="-",code="404"}`); got != 2 {
 		t.Errorf(`requests_total{app="-",code="404"} = %v, want 2`, got)
 	}
-	if got := requestsTotal(t, e.reg, "blog", "200"); got != 2 {
+	if got, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="blog",code="200"}`); got != 2 {
 		t.Errorf(`requests_total{app="blog",code="200"} = %v, want 2`, got)
 	}
-	if got := seriesOf(t, e.reg, "pollbal_request_duration_seconds", ""); got != 3 {
+	if got := metrictest.Count(t, e.reg, "pollbal_request_duration_seconds"); got != 3 {
 		t.Errorf("request_duration_seconds has %d series, want 3 (shop, blog, -)", got)
 	}
 }
 
 func TestFailClosed(t *testing.T) {
 	ok := okBackend(t)
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "strict", Hosts: []string{"strict.test"}, Pool: "pool-strict"},
-		{Name: "tenant", Hosts: []string{"tenant.test"}, Owner: "acme"}, // falls back to default
+		{Name: "tenant", Hosts: []string{"tenant.test"}, Owner: "acme"},
 		{Name: "closed", Hosts: []string{"closed.test"}, Owner: "beta", AllowFallbackToDefault: boolp(false)},
 	}, []configs.Backend{
 		{ID: "shared-1", Address: ok.addr},
-		{ID: "strict-1", Address: ok.addr, Pool: "pool-strict"}, // never marked ready
-	})
+		{ID: "strict-1", Address: ok.addr, Pool: "pool-strict"},
+	}, tieBreakID)
+
 	e := newEnv(t, cfg, "shared-1")
 	tests := []struct {
 		name       string
@@ -117,7 +121,7 @@ func TestFailClosed(t *testing.T) {
 
 func TestBodyLimit(t *testing.T) {
 	echo := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBody(ctx.Request.Body()) })
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: echo.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: echo.addr}}, tieBreakID)
 	cfg.Proxy.MaxRequestBody = 1000
 	e := newEnv(t, cfg, "b1")
 	withLimit := func(n int) func() {
@@ -169,7 +173,7 @@ func TestBodyLimit(t *testing.T) {
 		})
 	}
 	e.waitIdle()
-	if got := requestsTotal(t, e.reg, "shop", "413"); got != 3 {
+	if got, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="shop",code="413"}`); got != 3 {
 		t.Errorf(`requests_total{app="shop",code="413"} = %v, want 3`, got)
 	}
 
@@ -203,10 +207,11 @@ func TestBackendTimeout(t *testing.T) {
 	slow := startBackend(t, func(ctx *fasthttp.RequestCtx) { <-release })
 	t.Cleanup(func() { close(release) })
 	spare := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
 		{ID: "a-slow", Address: slow.addr},
 		{ID: "b-spare", Address: spare.addr},
-	})
+	}, tieBreakID)
+
 	cfg.Proxy.BackendTimeout = 100 * time.Millisecond
 	e := newEnv(t, cfg, "a-slow", "b-spare")
 	r := e.do("GET", "shop.test", "/", "")
@@ -264,7 +269,7 @@ func TestUnreachable(t *testing.T) {
 				backends = append(backends, configs.Backend{ID: "b-ok", Address: ok.addr})
 				ready = append(ready, "b-ok")
 			}
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends)
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends, tieBreakID)
 			cfg.Proxy.Retries = tt.retries
 			e := newEnv(t, cfg, ready...)
 			r := e.do(tt.method, "shop.test", "/", "payload")
@@ -292,8 +297,8 @@ func TestUnreachable(t *testing.T) {
 // TestEjectAfter checks that failed forwards reach the balancer: eject_after consecutive
 // failures take the backend out, and the pool then fails closed.
 func TestEjectAfter(t *testing.T) {
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}, Pool: "pool-x"}},
-		[]configs.Backend{{ID: "a-bad", Address: testproc.FreeAddr(t), Pool: "pool-x"}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}, Pool: "pool-x"}}, []configs.Backend{{ID: "a-bad", Address: testproc.FreeAddr(t), Pool: "pool-x"}}, tieBreakID)
+
 	cfg.Proxy.EjectAfter = 2
 	cfg.Proxy.Retries = 0
 	e := newEnv(t, cfg, "a-bad")
@@ -318,7 +323,7 @@ func TestLeasesReleased(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 	ok := okBackend(t)
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "ok", Hosts: []string{"ok.test"}, Pool: "pool-ok"},
 		{Name: "bad", Hosts: []string{"bad.test"}, Pool: "pool-bad"},
 		{Name: "slow", Hosts: []string{"slow.test"}, Pool: "pool-slow"},
@@ -326,7 +331,8 @@ func TestLeasesReleased(t *testing.T) {
 		{ID: "ok-1", Address: ok.addr, Pool: "pool-ok"},
 		{ID: "bad-1", Address: testproc.FreeAddr(t), Pool: "pool-bad"},
 		{ID: "slow-1", Address: slow.addr, Pool: "pool-slow"},
-	})
+	}, tieBreakID)
+
 	cfg.Proxy.BackendTimeout = 150 * time.Millisecond
 	e := newEnv(t, cfg, "ok-1", "bad-1", "slow-1")
 
@@ -411,7 +417,7 @@ func TestPeakConcurrency(t *testing.T) {
 		cur--
 		mu.Unlock()
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "slow", Address: slow.addr, Capacity: capacity}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "slow", Address: slow.addr, Capacity: capacity}}, tieBreakID)
 	e := newEnv(t, cfg, "slow")
 	codes := make(chan int, clients)
 	for i := 0; i < clients; i++ {
@@ -468,7 +474,7 @@ func TestPeakConcurrencySustained(t *testing.T) {
 		cur--
 		mu.Unlock()
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "busy", Address: busy.addr, Capacity: capacity}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "busy", Address: busy.addr, Capacity: capacity}}, tieBreakID)
 	e := newEnv(t, cfg, "busy")
 	var wg sync.WaitGroup
 	var cmu sync.Mutex

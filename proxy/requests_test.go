@@ -13,6 +13,8 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 )
 
 // newRequestTable builds a balancer on cfg and the request metrics that follow it, registered
@@ -36,7 +38,7 @@ func newRequestTable(t *testing.T, cfg *configs.Config, reg prometheus.Registere
 // their own.
 func TestRequestMetricsFollowTheApp(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}, {Name: "blog", Hosts: []string{"blog.test"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:1"}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}, {Name: "blog", Hosts: []string{"blog.test"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:1"}}, tieBreakID)
 	bal, r := newRequestTable(t, cfg, reg)
 	first := bal.Snapshot()
 	shop := r.of(first, first.AppByName("shop"))
@@ -47,7 +49,7 @@ func TestRequestMetricsFollowTheApp(t *testing.T) {
 	moved := *cfg
 	moved.Apps = []configs.App{{Name: "shop", Hosts: []string{"shop.test"}, Service: "web", Pool: "pool-x"}}
 	bal.Update(&moved)
-	if n := seriesOf(t, reg, "pollbal_requests_total", "blog"); n != 0 {
+	if n := metrictest.Count(t, reg, `pollbal_requests_total{app="blog"}`); n != 0 {
 		t.Errorf("%d series for the removed blog at the first scrape after the reload, want 0", n)
 	}
 	snap := bal.Snapshot()
@@ -60,10 +62,10 @@ func TestRequestMetricsFollowTheApp(t *testing.T) {
 	if got := r.of(snap, nil); got != r.of(first, nil) {
 		t.Error("the no-app request metrics changed with the configuration")
 	}
-	if n := seriesOf(t, reg, "pollbal_requests_total", "shop") + seriesOf(t, reg, "pollbal_request_duration_seconds", "shop"); n != 2 {
+	if n := metrictest.Count(t, reg, `pollbal_requests_total{app="shop"}`) + metrictest.Count(t, reg, `pollbal_request_duration_seconds{app="shop"}`); n != 2 {
 		t.Errorf("%d series for shop after a pool change, want 2 (kept)", n)
 	}
-	if n := seriesOf(t, reg, "pollbal_requests_total", "-") + seriesOf(t, reg, "pollbal_request_duration_seconds", "-"); n != 2 {
+	if n := metrictest.Count(t, reg, `pollbal_requests_total{app="-"}`) + metrictest.Count(t, reg, `pollbal_request_duration_seconds{app="-"}`); n != 2 {
 		t.Errorf("%d series for requests without an app, want 2 (the 404 count and the duration)", n)
 	}
 
@@ -83,7 +85,7 @@ func TestRequestMetricsFollowTheApp(t *testing.T) {
 // snapshot, counts nowhere either. Run under -race.
 func TestRemovedAppSeriesStayRemoved(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	with := testConfig([]configs.App{{Name: "gone", Hosts: []string{"gone.test"}}, {Name: "kept", Hosts: []string{"kept.test"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:1"}})
+	with := configtest.New([]configs.App{{Name: "gone", Hosts: []string{"gone.test"}}, {Name: "kept", Hosts: []string{"kept.test"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:1"}}, tieBreakID)
 	without := *with
 	without.Apps = []configs.App{{Name: "kept", Hosts: []string{"kept.test"}, Service: "web"}}
 	bal, r := newRequestTable(t, &without, reg)
@@ -96,7 +98,7 @@ func TestRemovedAppSeriesStayRemoved(t *testing.T) {
 		old := bal.Snapshot()
 		gone := r.of(old, old.AppByName("gone"))
 		gone.Done(200, time.Millisecond)
-		if n := seriesOf(t, reg, "pollbal_requests_total", "gone") + seriesOf(t, reg, "pollbal_request_duration_seconds", "gone"); n != 2 {
+		if n := metrictest.Count(t, reg, `pollbal_requests_total{app="gone"}`) + metrictest.Count(t, reg, `pollbal_request_duration_seconds{app="gone"}`); n != 2 {
 			t.Fatalf("round %d: %d series for gone before the reload, want 2", round, n)
 		}
 		var (
@@ -124,14 +126,14 @@ func TestRemovedAppSeriesStayRemoved(t *testing.T) {
 		gone.Done(599, time.Millisecond)                             // and once more after they all finished
 		r.of(old, old.AppByName("gone")).Done(598, time.Millisecond) // a late request on the old snapshot
 		for _, name := range []string{"pollbal_requests_total", "pollbal_request_duration_seconds"} {
-			if n := seriesOf(t, reg, name, "gone"); n != 0 {
+			if n := metrictest.Count(t, reg, name+`{app="gone"}`); n != 0 {
 				t.Fatalf("round %d: %d %s series for the removed app after its requests finished, want 0", round, n, name)
 			}
 		}
 	}
 	snap := bal.Snapshot()
 	r.of(snap, snap.AppByName("kept")).Done(503, time.Millisecond)
-	if n := seriesOf(t, reg, "pollbal_requests_total", "kept") + seriesOf(t, reg, "pollbal_request_duration_seconds", "kept"); n != 2 {
+	if n := metrictest.Count(t, reg, `pollbal_requests_total{app="kept"}`) + metrictest.Count(t, reg, `pollbal_request_duration_seconds{app="kept"}`); n != 2 {
 		t.Fatalf("%d series for the app that stayed, want 2", n)
 	}
 }
@@ -141,7 +143,7 @@ func TestRemovedAppSeriesStayRemoved(t *testing.T) {
 // only once it answered.
 func TestNoAppSeriesKnownFromTheStart(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	newRequestTable(t, testConfig([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:1"}}), reg)
+	newRequestTable(t, configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: "127.0.0.1:1"}}, tieBreakID), reg)
 	want := `
 # HELP pollbal_requests_total Client requests answered, by app ("-" when no app matched) and status code.
 # TYPE pollbal_requests_total counter

@@ -11,6 +11,8 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -35,7 +37,7 @@ func TestRetriesNeverRevisitABackend(t *testing.T) {
 		backends = append(backends, configs.Backend{ID: id, Address: addr})
 		hits[id] = n.Load
 	}
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends)
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends, tieBreakID)
 	cfg.Proxy.Retries = configs.MaxRetries
 	cfg.Proxy.EjectAfter = 0
 	ids := make([]string, len(backends))
@@ -69,9 +71,8 @@ func slowDrop(t *testing.T, delay time.Duration) *backend {
 // with 8 backends that each take 200 ms to drop the request and a 1 s backend timeout, no
 // attempt starts 1 s after the request began, so at most 5 backends (starting at 0, 200, 400,
 // 600 and 800 ms at the earliest) see it, not the 8 that proxy.retries 7 would allow. Each
-// attempt has 800 ms to spare before its own backend timeout: with 150 ms against 500 ms, a
-// loaded 2-core machine under -race once stretched one drop past the timeout (504 from the
-// third backend).
+// attempt has 800 ms to spare before its own backend timeout, so that a loaded 2-core machine
+// under -race does not stretch a drop past it (a 504 from a later backend).
 func TestForwardBoundedInTime(t *testing.T) {
 	const (
 		delay   = 200 * time.Millisecond
@@ -89,7 +90,7 @@ func TestForwardBoundedInTime(t *testing.T) {
 		hits = append(hits, &be.hits)
 		ids = append(ids, id)
 	}
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends)
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, backends, tieBreakID)
 	cfg.Proxy.Retries = configs.MaxRetries
 	cfg.Proxy.BackendTimeout = timeout
 	cfg.Proxy.EjectAfter = 0
@@ -122,7 +123,7 @@ func TestForwardBoundedInTime(t *testing.T) {
 func TestQueueWaitIsNotBackendTime(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	addr, hits := rawBackendAddr(t, "")
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr, Capacity: 1}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr, Capacity: 1}}, tieBreakID)
 	cfg.Proxy.BackendTimeout = timeout
 	cfg.Proxy.QueueTimeout = 10 * time.Second
 	cfg.Proxy.MaxQueue = 10
@@ -149,12 +150,8 @@ func TestQueueWaitIsNotBackendTime(t *testing.T) {
 		done <- answer{resp.StatusCode(), string(resp.Header.Peek("X-Pollbal-Reason")), err}
 	}()
 	testproc.WaitFor(t, 10*time.Second, "the request to queue", func() bool {
-		for _, m := range family(t, e.balReg, "pollbal_queue_length") {
-			if m.GetGauge().GetValue() == 1 {
-				return true
-			}
-		}
-		return false
+		n, _ := metrictest.Value(t, e.balReg, `pollbal_queue_length{pool="default",service="web"}`)
+		return n == 1
 	})
 	testproc.WaitFor(t, 10*time.Second, "the backend timeout to pass while it waits", func() bool {
 		return time.Since(start) > timeout+100*time.Millisecond

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 )
 
@@ -33,7 +34,7 @@ func TestGracefulShutdown(t *testing.T) {
 				<-gate
 				ctx.SetBodyString("finished")
 			})
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: slow.addr}})
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: slow.addr}}, tieBreakID)
 			e := newEnv(t, cfg, "b1")
 			rc := dialRaw(t, e.ln, nil)
 			if _, err := rc.c.Write([]byte("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n")); err != nil {
@@ -84,7 +85,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestShutdownBeforeServe covers a Shutdown that wins the race with Serve: Serve must not start
 // accepting afterwards.
 func TestShutdownBeforeServe(t *testing.T) {
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, nil)
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, nil, tieBreakID)
 	e := newEnv(t, cfg)
 	if err := e.p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // Regression: fasthttp kept idle backend connections for 10 s, longer than common backends
@@ -38,8 +39,8 @@ func TestIdleBackendConnectionsClosedBeforeTheBackendDoes(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	cfg := testConfig([]configs.App{{Name: "www", Hosts: []string{"*"}}},
-		[]configs.Backend{{ID: "b1", Address: ln.Addr().String(), Capacity: 4}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: ln.Addr().String(), Capacity: 4}}, tieBreakID)
+
 	cfg.Proxy.Retries = 0
 	e := newEnv(t, cfg, "b1")
 	for i := 0; i < 2; i++ {
@@ -63,8 +64,8 @@ func TestIdleBackendConnectionsClosedBeforeTheBackendDoes(t *testing.T) {
 // saw it.
 func TestHTTP10WithoutHost(t *testing.T) {
 	ok := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "www", Hosts: []string{"*"}}},
-		[]configs.Backend{{ID: "b1", Address: ok.addr}})
+	cfg := configtest.New([]configs.App{{Name: "www", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: ok.addr}}, tieBreakID)
+
 	e := newEnv(t, cfg, "b1")
 	r := rawExchange(t, e.ln, "GET /nohost HTTP/1.0\r\n\r\n")
 	if r.code != 200 || r.headers["x-pollbal-backend"] != "b1" {

@@ -17,6 +17,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 	"pollbal/proxy/upstream"
 )
@@ -80,7 +82,7 @@ func TestStreamedResponse(t *testing.T) {
 		}
 		ctx.SetBodyStream(&pattern{n: n}, size)
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: big.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: big.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	want := patternBytes(size)
 	for _, path := range []string{"/blob", "/blob?chunked", "/blob"} {
@@ -110,7 +112,7 @@ func TestLeaseHeldWhileStreaming(t *testing.T) {
 			_, _ = w.WriteString("last part")
 		})
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	rc := dialRaw(t, e.ln, nil)
 	if _, err := io.WriteString(rc.c, "GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); err != nil {
@@ -139,9 +141,10 @@ func TestLeaseHeldWhileStreaming(t *testing.T) {
 func TestUnexpectedSwitchingProtocols(t *testing.T) {
 	addr, hits := rawBackendAddr(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
 	ok := okBackend(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
 		{ID: "a-switch", Address: addr}, {ID: "b-ok", Address: ok.addr},
-	})
+	}, tieBreakID)
+
 	e := newEnv(t, cfg, "a-switch", "b-ok")
 	r := e.do("GET", "shop.test", "/", "")
 	if r.code != 502 || r.headers["x-pollbal-reason"] != "bad_response" || r.headers["x-pollbal-backend"] != "a-switch" {
@@ -159,14 +162,15 @@ func TestStreamedUpload(t *testing.T) {
 		ctx.SetBodyString(fmt.Sprintf("%d %v", len(body), bytes.Equal(body, patternBytes(len(body)))))
 	})
 	hangup, hangupHits := rawBackendAddr(t, "")
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "shop", Hosts: []string{"shop.test"}},
 		{Name: "flaky", Hosts: []string{"flaky.test"}, Pool: "pool-flaky"},
 	}, []configs.Backend{
 		{ID: "b1", Address: sink.addr},
 		{ID: "f1-hangup", Address: hangup, Pool: "pool-flaky"},
 		{ID: "f2-sink", Address: sink.addr, Pool: "pool-flaky"},
-	})
+	}, tieBreakID)
+
 	cfg.Proxy.BufferRequestBody = 1000
 	cfg.Proxy.MaxRequestBody = 4 << 20
 	e := newEnv(t, cfg, "b1", "f1-hangup", "f2-sink")
@@ -260,7 +264,7 @@ func TestClientGoneEndsForward(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			sb := startStallBackend(t, partial)
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: sb.addr}})
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: sb.addr}}, tieBreakID)
 			e := newEnv(t, cfg, "b1")
 			addr := e.serveTCP(t)
 
@@ -302,12 +306,10 @@ func TestClientGoneEndsForward(t *testing.T) {
 			}
 			// No answer reached the client: a client gone, not a request answered 400.
 			testproc.WaitFor(t, 10*time.Second, "the handler to return", func() bool { return e.p.handling.Load() == 0 })
-			if got, _ := seriesValue(t, e.reg, "pollbal_client_gone_total", "stage", "forwarding"); got != 1 {
+			if got, _ := metrictest.Value(t, e.reg, `pollbal_client_gone_total{stage="forwarding"}`); got != 1 {
 				t.Errorf(`pollbal_client_gone_total{stage="forwarding"} = %v, want 1`, got)
 			}
-			if n := requestsCounted(t, e.reg); n != 0 {
-				t.Errorf("the request whose client went away was counted in pollbal_requests_total (%v)", n)
-			}
+			wantNoRequestCounted(t, e.reg, "the request whose client went away")
 			if got := e.responsesTotal(reasonBadRequest); got != 0 {
 				t.Errorf("pollbal_responses_total{reason=bad_request} = %v, want 0", got)
 			}
@@ -326,7 +328,7 @@ func TestClientCheckIgnoresLiveClients(t *testing.T) {
 		waited.Store(int64(time.Since(start)))
 		ctx.SetBodyString("late but fine")
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	addr := e.serveTCP(t)
 	c := &fasthttp.HostClient{Addr: addr}
@@ -343,7 +345,7 @@ func TestClientCheckIgnoresLiveClients(t *testing.T) {
 func TestStreamedResponseToHTTP10Client(t *testing.T) {
 	const size = 200000
 	be := startBackend(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyStream(&pattern{n: size}, -1) })
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	want := string(patternBytes(size))
 	for _, tt := range []struct {
@@ -397,7 +399,7 @@ func TestSlowBodyPiecesReachTheClientAtOnce(t *testing.T) {
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n"+strings.Repeat("a", 100))
 		<-next // the rest never comes while the test runs
 	}()
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: ln.Addr().String()}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: ln.Addr().String()}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	t.Cleanup(func() { close(next) }) // before the proxy's shutdown, which waits for the forward
 	rc := dialRaw(t, e.ln, nil)
@@ -423,13 +425,14 @@ func TestSlowBodyPiecesReachTheClientAtOnce(t *testing.T) {
 func TestStalledUploadStallsNothing(t *testing.T) {
 	sink := startStallBackend(t, false) // reads the upload as it comes, never answers
 	slow := startConnBackend(t)
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "up", Hosts: []string{"up.test"}},
 		{Name: "slow", Hosts: []string{"slow.test"}, Pool: "pool-slow"},
 	}, []configs.Backend{
 		{ID: "sink", Address: sink.addr},
 		{ID: "slow", Address: slow.addr, Pool: "pool-slow"},
-	})
+	}, tieBreakID)
+
 	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
 	cfg.Proxy.MaxRequestBody = 100 << 20
 	e := newEnv(t, cfg, "sink", "slow")
@@ -495,7 +498,7 @@ func TestConnectionReuse(t *testing.T) {
 					}
 				}
 			})
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr}})
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr}}, tieBreakID)
 			e := newEnv(t, cfg, "b1")
 			for i := range 3 {
 				if r := e.do("GET", "shop.test", "/", ""); r.code != 200 || r.body != "ok" {
@@ -548,7 +551,7 @@ func TestRelayThatNeverStartsReleasesItsLease(t *testing.T) {
 		}
 		ctx.SetBodyString("small")
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	rc := dialRaw(t, e.ln, nil)
 	// Pipelined: the first answer stays in fasthttp's write buffer while the second is served.
@@ -569,7 +572,7 @@ func TestRelayThatNeverStartsReleasesItsLease(t *testing.T) {
 func TestTooManyInformationalResponses(t *testing.T) {
 	addr, _ := rawBackendAddr(t, strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", upstream.MaxInterim+1)+
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: addr}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	r := e.do("GET", "shop.test", "/", "")
 	if r.code != 502 || r.headers["x-pollbal-reason"] != "bad_response" {

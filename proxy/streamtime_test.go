@@ -7,9 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )
 
@@ -38,8 +42,8 @@ func TestStreamedResponseDurationEndsWithLastByte(t *testing.T) {
 			}
 		})
 	})
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}},
-		[]configs.Backend{{ID: "b1", Address: be.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
+
 	e := newEnv(t, cfg, "b1")
 
 	rc := dialRaw(t, e.ln, nil)
@@ -61,23 +65,24 @@ func TestStreamedResponseDurationEndsWithLastByte(t *testing.T) {
 		t.Fatalf("the stream lasted %v after the header, want at least %v: the backend was not slow", stream, (pieces-2)*gap)
 	}
 
-	var count uint64
-	var took float64
+	var count float64
 	testproc.WaitFor(t, 10*time.Second, "the request's duration to be recorded", func() bool {
-		for _, m := range family(t, e.reg, "pollbal_request_duration_seconds") {
-			if labelOf(m, "app") == "shop" {
-				count, took = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-			}
-		}
+		count, _ = metrictest.Value(t, e.reg, `pollbal_request_duration_seconds{app="shop"}`)
 		return count > 0
 	})
+	// metrictest reads a histogram's count; its sum comes from the series itself.
+	var h dto.Metric
+	if err := e.p.requests.vecs.durations.WithLabelValues("shop").(prometheus.Metric).Write(&h); err != nil {
+		t.Fatal(err)
+	}
+	took := h.GetHistogram().GetSampleSum()
 	if count != 1 {
-		t.Errorf("%d durations recorded, want 1", count)
+		t.Errorf("%v durations recorded, want 1", count)
 	}
 	if got := time.Duration(took * float64(time.Second)); got < stream {
 		t.Errorf("recorded duration %v, want at least the %v the body streamed after the header", got, stream)
 	}
-	if n := requestsTotal(t, e.reg, "shop", "200"); n != 1 {
+	if n, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="shop",code="200"}`); n != 1 {
 		t.Errorf("pollbal_requests_total{app=shop,code=200} = %v, want 1", n)
 	}
 }

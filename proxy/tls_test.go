@@ -16,6 +16,8 @@ import (
 	"pollbal/certs"
 	"pollbal/certs/certstest"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
+	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 	"pollbal/proxy/upstream"
 )
@@ -126,9 +128,7 @@ func TestTLSHandshakeWithinHeaderTimeout(t *testing.T) {
 	if n := testutil.ToFloat64(e.p.connMetrics.tlsHandshakeErrors); n != 1 {
 		t.Errorf("TLS handshake errors counted %v, want 1", n)
 	}
-	if n := requestsCounted(t, e.reg); n != 0 {
-		t.Errorf("the cut handshake was counted in pollbal_requests_total (%v)", n)
-	}
+	wantNoRequestCounted(t, e.reg, "the cut handshake")
 }
 
 // After the handshake, late headers get the 408 as on plain HTTP, over TLS.
@@ -152,7 +152,7 @@ func TestTLSHeaderTimeoutAnswers408(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > limit+time.Second {
 		t.Errorf("408 after %s, want within %s", elapsed, limit+time.Second)
 	}
-	if got := requestsTotal(t, e.reg, "-", "408"); got != 1 {
+	if got, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="-",code="408"}`); got != 1 {
 		t.Errorf(`pollbal_requests_total{app="-",code="408"} = %v, want 1`, got)
 	}
 	if got := e.responsesTotal(reasonRequestTimeout); got != 1 {
@@ -165,7 +165,7 @@ func TestTLSHeaderTimeoutAnswers408(t *testing.T) {
 
 // A failed TLS handshake is not a request: a client speaking plain HTTP to the TLS listener and
 // one that does not trust the certificate are counted in pollbal_tls_handshake_errors_total,
-// not as requests answered 400 (the server's error handler used to). A connection closed
+// not as requests answered 400. A connection closed
 // before sending a byte made no handshake, and one that completes its handshake is served.
 func TestTLSHandshakeErrorsAreNotRequests(t *testing.T) {
 	e := newTLSEnv(t, echoProto, func(*configs.Proxy) {})
@@ -204,10 +204,10 @@ func TestTLSHandshakeErrorsAreNotRequests(t *testing.T) {
 	if r := e.dialTLS(t).exchange("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n"); r.code != 200 || r.body != "https" {
 		t.Errorf("a good client after them: %v", r)
 	}
-	if got := requestsTotal(t, e.reg, "-", "400"); got != 0 {
+	if got, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="-",code="400"}`); got != 0 {
 		t.Errorf(`pollbal_requests_total{app="-",code="400"} = %v, want 0`, got)
 	}
-	if got := requestsTotal(t, e.reg, "shop", "200"); got != 1 {
+	if got, _ := metrictest.Value(t, e.reg, `pollbal_requests_total{app="shop",code="200"}`); got != 1 {
 		t.Errorf(`pollbal_requests_total{app="shop",code="200"} = %v, want 1`, got)
 	}
 	if got := e.responsesTotal(reasonBadRequest); got != 0 {
@@ -266,7 +266,7 @@ func TestTLSIdleTimeout(t *testing.T) {
 // waiting on the socket must not pass for a client that is still there.
 func TestTLSClientGoneEndsForward(t *testing.T) {
 	sb := startStallBackend(t, false)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b2", Address: sb.addr}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b2", Address: sb.addr}}, tieBreakID)
 	e := withTLS(t, newEnv(t, cfg, "b2"))
 	rc := e.dialTLS(t)
 	if _, err := rc.c.Write([]byte("GET / HTTP/1.1\r\nHost: shop.test\r\n\r\n")); err != nil {
@@ -331,7 +331,7 @@ func TestTLSShutdown(t *testing.T) {
 // A WebSocket upgrade works over TLS: the 101 and the echoed bytes go through the TLS
 // connection, the lease is held while it is open and released when the client closes.
 func TestTLSUpgrade(t *testing.T) {
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: wsBackendAddr(t)}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: wsBackendAddr(t)}}, tieBreakID)
 	e := withTLS(t, newEnv(t, cfg, "b1"))
 	b := backendOf(t, e.bal, "b1")
 	rc := e.dialTLS(t)

@@ -308,9 +308,9 @@ func (u *upgradeSet) len() int {
 	return len(u.open)
 }
 
-// drain waits until every upgraded connection has ended or ctx ends; then it closes those left,
-// and every later one, waits for them to end (which closing makes quick) and returns ctx's
-// error.
+// drain waits until every upgraded connection has ended or ctx ends. When ctx ends first it
+// closes those left, and every later one, waits for them to end (which closing makes quick)
+// and returns ctx's error.
 func (u *upgradeSet) drain(ctx context.Context) error {
 	for {
 		u.mu.Lock()

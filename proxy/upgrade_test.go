@@ -14,6 +14,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 )
 
@@ -125,7 +126,7 @@ const wsHandshake = "GET /ws HTTP/1.1\r\nHost: shop.test\r\nConnection: Upgrade\
 // upgradeEnv is a proxy in front of wsBackendAddr's echo.
 func upgradeEnv(t *testing.T, tune func(*configs.Proxy)) (*env, *balancer.Backend) {
 	t.Helper()
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: wsBackendAddr(t)}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: wsBackendAddr(t)}}, tieBreakID)
 	tune(&cfg.Proxy)
 	e := newEnv(t, cfg, "b1")
 	return e, backendOf(t, e.bal, "b1")

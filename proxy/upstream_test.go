@@ -8,6 +8,7 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 )
 
 // dialCounter is a real fasthttp backend on 127.0.0.1 that counts the connections its requests
@@ -56,11 +57,12 @@ func forwardOn(t *testing.T, p *Proxy, snap *balancer.Snapshot, host string) (in
 
 // Requests that loaded the snapshot from before a capacity change and requests on the new one,
 // alternating, share one connection to the backend: neither rebuilds the backend's pool nor
-// closes its idle connection. (Before, each switch rebuilt the client at the capacity of the
-// request's snapshot and closed the other one's idle connections: one dial per request.)
+// closes its idle connection. The failure it guards against: each switch rebuilding the client
+// at the capacity of the request's snapshot and closing the other one's idle connections, one
+// dial per request.
 func TestOldAndNewSnapshotsShareConnections(t *testing.T) {
 	be := startDialCounter(t)
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 5}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr, Capacity: 5}}, tieBreakID)
 	e := newEnv(t, cfg, "b1")
 	old := e.bal.Snapshot()
 	next := *cfg
@@ -93,13 +95,14 @@ func TestOldAndNewSnapshotsShareConnections(t *testing.T) {
 // without its connection being kept for anyone.
 func TestPoolsFollowTheBalancer(t *testing.T) {
 	stay, leave := startDialCounter(t), startDialCounter(t)
-	cfg := testConfig([]configs.App{
+	cfg := configtest.New([]configs.App{
 		{Name: "shop", Hosts: []string{"shop.test"}},
 		{Name: "blog", Hosts: []string{"blog.test"}, Pool: "pool-blog"},
 	}, []configs.Backend{
 		{ID: "stay", Address: stay.addr, Capacity: 5},
 		{ID: "leave", Address: leave.addr, Capacity: 5, Pool: "pool-blog"},
-	})
+	}, tieBreakID)
+
 	e := newEnv(t, cfg, "stay", "leave")
 	for _, host := range []string{"shop.test", "blog.test"} {
 		if r := e.do("GET", host, "/", ""); r.code != 200 {

@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/proxy/clientconn"
 )
@@ -75,8 +76,8 @@ func TestWatchdogStress(t *testing.T) {
 	}
 	b1, b2 := startBackend(t, handler), startBackend(t, handler)
 	t.Cleanup(func() { close(release) }) // before the backends shut down
-	cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}},
-		[]configs.Backend{{ID: "b1", Address: b1.addr, Capacity: 4}, {ID: "b2", Address: b2.addr, Capacity: 4}})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: b1.addr, Capacity: 4}, {ID: "b2", Address: b2.addr, Capacity: 4}}, tieBreakID)
+
 	cfg.Proxy.BackendTimeout = timeout
 	cfg.Proxy.QueueTimeout = time.Second
 	cfg.Proxy.MaxQueue = 100

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"pollbal/configs"
+	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/proxy/upstream"
 )
@@ -80,10 +81,11 @@ func TestWatchdogTimeout(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			slow := startConnBackend(t)
 			spare := okBackend(t)
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{
 				{ID: "a-slow", Address: slow.addr},
 				{ID: "b-spare", Address: spare.addr},
-			})
+			}, tieBreakID)
+
 			cfg.Proxy.BackendTimeout = timeout
 			e := newEnv(t, cfg, "a-slow", "b-spare")
 			if tt.warmup {
@@ -138,7 +140,7 @@ func TestWatchdogKeepsIdleConnections(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			be := startConnBackend(t)
-			cfg := testConfig([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}})
+			cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"*"}}}, []configs.Backend{{ID: "b1", Address: be.addr}}, tieBreakID)
 			cfg.Proxy.BackendTimeout = timeout
 			e := newEnv(t, cfg, "b1")
 			for i := 0; i < tt.requests; i++ {

@@ -8,13 +8,11 @@ import "runtime"
 // answer right after the request was sent. Go reads first and parks on the poller only when
 // the read returns EAGAIN, so such a read costs a system call that returns nothing; after a
 // turn of the other runnable goroutines the bytes have usually arrived and the read finds them.
-// On the 2-core bench box, at 50 connections, this takes the reads per request from 3.9 to
-// 2.7–2.9 and the system calls from 6.2 to 4.9–5.2 (README, Benchmarks).
+// What it saves and what it costs: bench/README.md, "Yielding before early reads".
 //
 // The yield puts the goroutine at the back of the global run queue, and Go polls the network
 // only when the run queues are empty: a goroutine that still found nothing and parked waits
-// longer to be woken, so under saturation the slowest requests are slower (the price is in
-// the README too). When the proxy is not busy (no more requests in the handler than
+// longer to be woken, so under saturation the slowest requests are slower. When the proxy is not busy (no more requests in the handler than
 // GOMAXPROCS) there is nothing to let go first, and a yield would only wake an idle thread:
 // then the read is made at once.
 func (p *Proxy) yieldIfBusy() {

@@ -209,7 +209,7 @@ func (l *Listener) cut(c *Conn, v verdict, since time.Duration) {
 }
 
 // timedOutHeader answers a connection whose request headers came too late (they began at
-// since) through the server's HeaderTimedOut; over TLS, a handshake still going cannot be
+// since) through the server's HeaderTimedOut. Over TLS, a handshake still going cannot be
 // answered and is counted as a failed handshake instead.
 func (l *Listener) timedOutHeader(c *Conn, since time.Duration) {
 	if c.secure != nil && !c.handshook.Load() {

@@ -1,7 +1,7 @@
 package indexed
 
-// Item is an element of a slice that keeps its own position in it, so that the scanners
-// (the listener's over client connections, the watchdog's over backend ones) add and remove
+// Item is an element of a slice that keeps its own position in it. The scanners (the
+// listener's over client connections, the watchdog's over backend ones) add and remove
 // connections in O(1).
 type Item interface {
 	Position() *int

@@ -128,9 +128,9 @@ func (p *ConnPool) retire(c *BackendConn) {
 	p.shared.shells.Put(c)
 }
 
-// put makes c idle again, or closes it when it holds unread bytes (a backend that sent more
-// than its response), the watchdog marked it (its client went away, or a request on it was
-// judged past the timeout), or the pool is closed.
+// put makes c idle again, or closes it. It closes it when it holds unread bytes (a backend
+// that sent more than its response), the watchdog marked it (its client went away, or a
+// request on it was judged past the timeout), or the pool is closed.
 func (p *ConnPool) put(c *BackendConn) {
 	c.wc.setClient(nil)
 	if c.br.Buffered() > 0 || !c.wc.reusable() {

@@ -3,8 +3,8 @@ package upstream
 import "net"
 
 // ClientCheckEvery is how many watchdog scans pass between two checks of the clients of the
-// forwards in progress: every 100 ms, so a client that went away ends its forward (backend
-// connection closed, lease released) well within a second.
+// forwards in progress: every 100 ms with WatchdogTick, so a client that went away ends its
+// forward (backend connection closed, lease released) well within a second.
 const ClientCheckEvery = 4
 
 // clientCheck is one forward's backend connection and its client connection, as found by a

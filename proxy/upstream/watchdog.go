@@ -101,16 +101,16 @@ type Watchdog struct {
 //     releases its lease (proxy's forward and upgraded connection, stream.go's Close).
 //     proxy's TestWatchdogStress checks it under -race with clients leaving at random moments.
 
-// NewWatchdog returns a watchdog on clock that applies the backend timeout limit returns, and
-// closes the backend connection of a forward whose client connection gone reports gone (it
-// must not block: it peeks, as clientconn.Gone does).
+// NewWatchdog returns a watchdog on clock that applies the backend timeout limit returns. It
+// closes the backend connection of a forward whose client connection gone reports gone; gone
+// must not block (it peeks, as clientconn.Gone does).
 func NewWatchdog(clock MonoClock, limit func() time.Duration, gone func(client net.Conn) bool) *Watchdog {
 	return &Watchdog{limit: limit, gone: gone, clock: clock}
 }
 
-// MonoClock reads the monotonic clock alone, as time since its epoch: half the cost of
-// time.Now, which also reads the wall clock (about 40 against 80 ns here), and the request
-// path reads it twice. A MonoClock may be copied.
+// MonoClock reads the monotonic clock alone, as time since its epoch: cheaper than time.Now,
+// which also reads the wall clock (bench/TUNING.md), and the request path reads it twice. A
+// MonoClock may be copied.
 type MonoClock struct{ epoch time.Time }
 
 func NewMonoClock() MonoClock { return MonoClock{epoch: time.Now()} }
@@ -118,8 +118,7 @@ func NewMonoClock() MonoClock { return MonoClock{epoch: time.Now()} }
 func (c MonoClock) Now() time.Duration { return time.Since(c.epoch) }
 
 // dial connects to a backend: dialBackend bounded by the backend timeout, with the connection
-// watched from the start of the dial, so that the timeout covers connecting as it did with a
-// per-request deadline.
+// watched from the start of the dial, so that the timeout covers connecting too.
 func (w *Watchdog) dial(addr string) (*WatchConn, error) {
 	start := w.clock.Now()
 	c, err := dialBackend(addr, w.limit())
