@@ -32,19 +32,19 @@ all: build
 # pollbal, the example backend, and pollbal-etcd (a local etcd for docs/fleet.md's walk-through).
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pollbal ./cmd/pollbal
-	$(GO) build -o $(BIN)/example-backend ./examples/backend
+	$(GO) build -o $(BIN)/example-backend ./internal/testbackend
 	$(GO) build -o $(BIN)/pollbal-etcd ./cmd/pollbal-etcd
 
 # Example backends + pollbal + a rolling update you can watch (Ctrl-C stops everything).
 demo: build
-	DEMO_VIA_MAKE=1 $(GO) run ./scripts/demo -pollbal $(BIN)/pollbal -backend $(BIN)/example-backend $(DEMO_FLAGS)
+	DEMO_VIA_MAKE=1 $(GO) run ./cmd/pollbal-demo -pollbal $(BIN)/pollbal -backend $(BIN)/example-backend $(DEMO_FLAGS)
 
 # vet, then every test (unit, end-to-end with real processes, browser, scripts) under -race,
 # then the allocation guards once more without -race (sync.Pool drops items under it).
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/... ./balancer/ ./accesslog/
+	$(GO) test -count=1 -run 'Allocs|Allocate' ./proxy/... ./balancer/ ./internal/accesslog/
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  echo "NOTE: the status-page browser test was SKIPPED: no chromium installed (apt-get install -y chromium)"
 	@command -v promtool >/dev/null 2>&1 || \

@@ -12,8 +12,8 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/handover"
+	"pollbal/internal/store"
 	"pollbal/protocol"
-	"pollbal/store"
 )
 
 // maxBodyBytes bounds every admin request body; a larger one is answered 413.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"pollbal/configs"
-	"pollbal/store"
+	"pollbal/internal/store"
 )
 
 func TestAdminAPIStatusCodes(t *testing.T) {

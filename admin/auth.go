@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"pollbal/secretfile"
+	"pollbal/internal/secretfile"
 )
 
 // readToken reads and trims the bearer token; "" means the admin API is disabled (nil digest).

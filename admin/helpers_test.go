@@ -16,13 +16,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/alarms"
 	"pollbal/internal/configtest"
+	"pollbal/internal/store"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
-	"pollbal/store"
 	"pollbal/warning"
 )
 

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"net/http"
 
-	"pollbal/store"
+	"pollbal/internal/store"
 )
 
 // ReasonStoreUnavailable is the reason (X-Pollbal-Reason and the JSON "reason") of a move that

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"pollbal/internal/store"
 	"pollbal/internal/testproc"
-	"pollbal/store"
 )
 
 func storeObject(t *testing.T, f *fixture) store.Status {

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"pollbal/alarms"
 	"pollbal/configs"
-	"pollbal/store"
+	"pollbal/internal/alarms"
+	"pollbal/internal/store"
 )
 
 //go:embed status.html

@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"pollbal/alarms"
 	"pollbal/balancer"
+	"pollbal/internal/alarms"
 	"pollbal/internal/defaults"
-	"pollbal/store"
+	"pollbal/internal/store"
 	"pollbal/warning"
 )
 

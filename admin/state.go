@@ -4,8 +4,8 @@ import (
 	"os"
 	"time"
 
-	"pollbal/alarms"
 	"pollbal/balancer"
+	"pollbal/internal/alarms"
 	"pollbal/protocol"
 	"pollbal/warning"
 )

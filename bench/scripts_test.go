@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"pollbal/certs/certstest"
+	"pollbal/internal/certs/certstest"
 	"pollbal/internal/testproc"
 )
 

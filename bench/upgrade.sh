@@ -11,7 +11,7 @@
 # phases with state_dir lost nothing.
 #
 # Knobs (environment, defaults in brackets):
-#   POLLBAL_BIN [build ./cmd/pollbal]   BACKEND_BIN [build ./examples/backend]
+#   POLLBAL_BIN [build ./cmd/pollbal]   BACKEND_BIN [build ./internal/testbackend]
 #   SOCKETHOLD_BIN [build ./bench/sockethold]
 #   CONNS [50]  THREADS [2]  UPGRADES [10]  RESTARTS [10]  GAP [1] seconds between two events
 #   SLOW_MS [200]  SLOW_EVERY [4]  INTERVAL [1s] poll.interval  BASE_PORT [18300]
@@ -70,7 +70,7 @@ build() { # build VAR PACKAGE: sets VAR to the binary given in the environment, 
   fi
 }
 build POLLBAL_BIN ./cmd/pollbal
-build BACKEND_BIN ./examples/backend
+build BACKEND_BIN ./internal/testbackend
 build SOCKETHOLD_BIN ./bench/sockethold
 
 printf 'web serving v1\n' >"$RUN/pool"

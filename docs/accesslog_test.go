@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"pollbal/accesslog"
+	"pollbal/internal/accesslog"
 )
 
 // accessLogExamples are the requests whose lines access-log.md shows: one served from the

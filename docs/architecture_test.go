@@ -101,7 +101,7 @@ func TestArchitectureImports(t *testing.T) {
 // its Observer port, proxy and admin read it and report to it. The table above holds direct
 // imports; this holds the whole chain.
 func TestBalancerStaysDownstream(t *testing.T) {
-	forbidden := []string{"pollbal/warning", "pollbal/poller", "pollbal/alarms", "pollbal/proxy", "pollbal/admin", "pollbal/cmd/pollbal"}
+	forbidden := []string{"pollbal/warning", "pollbal/poller", "pollbal/internal/alarms", "pollbal/proxy", "pollbal/admin", "pollbal/cmd/pollbal"}
 	via := dependencies(t, "pollbal/balancer")
 	if len(via) < 3 {
 		t.Fatalf("walked only %v: the walk is broken (the balancer imports configs and protocol)", via)

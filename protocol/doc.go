@@ -1,6 +1,6 @@
 // Package protocol is pollbal's wire protocol with its backends (docs/protocol.md), defined once
 // for both sides: pollbal's (poller, warning sender, proxy, admin) and the backend's
-// (examples/backend, examples/poolload).
+// (internal/testbackend, internal/testbackend/poolload).
 //
 // It owns:
 //   - the paths a backend serves: PathPool and PathWarning;

@@ -8,8 +8,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"pollbal/accesslog"
 	"pollbal/configs"
+	"pollbal/internal/accesslog"
 	"pollbal/internal/configtest"
 )
 

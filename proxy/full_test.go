@@ -11,9 +11,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/alarms"
 	"pollbal/internal/configtest"
 	"pollbal/internal/metrictest"
 )

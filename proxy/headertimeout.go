@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"pollbal/accesslog"
+	"pollbal/internal/accesslog"
 	"pollbal/proxy/clientconn"
 )
 

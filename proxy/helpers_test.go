@@ -16,10 +16,10 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"pollbal/accesslog"
-	"pollbal/alarms"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/accesslog"
+	"pollbal/internal/alarms"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
 	"pollbal/proxy/clientconn"

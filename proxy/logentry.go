@@ -7,9 +7,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"pollbal/accesslog"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/accesslog"
 	"pollbal/proxy/clientconn"
 	"pollbal/proxy/upstream"
 )

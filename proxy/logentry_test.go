@@ -13,8 +13,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"pollbal/accesslog"
 	"pollbal/configs"
+	"pollbal/internal/accesslog"
 	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"

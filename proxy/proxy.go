@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"pollbal/accesslog"
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/accesslog"
 	"pollbal/internal/defaults"
 	"pollbal/proxy/clientconn"
 	"pollbal/proxy/h2"

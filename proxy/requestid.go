@@ -3,7 +3,7 @@ package proxy
 import (
 	"github.com/valyala/fasthttp"
 
-	"pollbal/accesslog"
+	"pollbal/internal/accesslog"
 )
 
 // Header names of a request's identity: its ID, which pollbal keeps or sets, and its W3C trace

@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 
-	"pollbal/certs"
-	"pollbal/certs/certstest"
 	"pollbal/configs"
+	"pollbal/internal/certs"
+	"pollbal/internal/certs/certstest"
 	"pollbal/internal/configtest"
 	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pollbal/internal/metrictest"
+	"pollbal/internal/secretfile"
 	"pollbal/internal/testproc"
-	"pollbal/secretfile"
 )
 
 // wait blocks until every POST started so far has finished. Tests call it only after their
@@ -405,7 +405,7 @@ func TestNewSenderErrors(t *testing.T) {
 func TestSenderAgainstExampleBackend(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "backend")
-	if err := testproc.GoBuild(bin, "pollbal/examples/backend", false); err != nil {
+	if err := testproc.GoBuild(bin, "pollbal/internal/testbackend", false); err != nil {
 		t.Fatalf("build example backend: %v", err)
 	}
 	secretFile := filepath.Join(dir, "secret")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"pollbal/certs/certstest"
+	"pollbal/internal/certs/certstest"
 )
 
 // pollbal check reads the files admin.store.etcd names and rejects endpoints that are not

@@ -26,7 +26,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"pollbal/certs/certstest"
+	"pollbal/internal/certs/certstest"
 	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )

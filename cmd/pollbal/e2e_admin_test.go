@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/store"
 	"pollbal/internal/testproc"
-	"pollbal/store"
 )
 
 const adminToken = "e2e-admin-token"

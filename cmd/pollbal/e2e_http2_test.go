@@ -30,7 +30,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"pollbal/certs/certstest"
+	"pollbal/internal/certs/certstest"
 	"pollbal/internal/testproc"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/runstate"
 	"pollbal/internal/testproc"
-	"pollbal/runstate"
 )
 
 // restartConfig is a site with two backends: first, in the unassigned pool (checked, never

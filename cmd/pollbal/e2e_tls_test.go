@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"pollbal/certs/certstest"
+	"pollbal/internal/certs/certstest"
 	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
 )

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 	"pollbal/internal/testproc"
 )
 
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	bins.dir = dir
 	bins.pollbal = filepath.Join(dir, "pollbal")
 	bins.backend = filepath.Join(dir, "backend")
-	for _, b := range []struct{ out, pkg string }{{bins.pollbal, "."}, {bins.backend, "../../examples/backend"}} {
+	for _, b := range []struct{ out, pkg string }{{bins.pollbal, "."}, {bins.backend, "../../internal/testbackend"}} {
 		if err := testproc.GoBuild(b.out, b.pkg, testproc.Race); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)

@@ -12,11 +12,11 @@ import (
 	"runtime/pprof"
 	"syscall"
 
-	"pollbal/accesslog"
 	"pollbal/admin"
 	"pollbal/configs"
+	"pollbal/internal/accesslog"
 	"pollbal/internal/cmdline"
-	"pollbal/store"
+	"pollbal/internal/store"
 )
 
 func main() {

@@ -7,10 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"pollbal/accesslog"
 	"pollbal/admin"
-	"pollbal/certs"
 	"pollbal/configs"
+	"pollbal/internal/accesslog"
+	"pollbal/internal/certs"
 	"pollbal/internal/metric"
 )
 

@@ -5,9 +5,9 @@ import (
 
 	"pollbal/balancer"
 	"pollbal/configs"
+	"pollbal/internal/runstate"
 	"pollbal/poller"
 	"pollbal/protocol"
-	"pollbal/runstate"
 )
 
 // newStateWriter prepares state_dir (made when missing, temporary files of an interrupted

@@ -8,8 +8,8 @@ import (
 	"pollbal/balancer"
 	"pollbal/configs"
 	"pollbal/internal/configtest"
+	"pollbal/internal/runstate"
 	"pollbal/protocol"
-	"pollbal/runstate"
 	"pollbal/warning"
 )
 

@@ -87,7 +87,7 @@ func TestDashboardMetricsExistFromStart(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pollbal, backend := filepath.Join(dir, "pollbal"), filepath.Join(dir, "backend")
-	for out, pkg := range map[string]string{pollbal: "../../cmd/pollbal", backend: "../backend"} {
+	for out, pkg := range map[string]string{pollbal: "../../cmd/pollbal", backend: "../../internal/testbackend"} {
 		if err := testproc.GoBuild(out, pkg, testproc.Race); err != nil {
 			t.Fatal(err)
 		}

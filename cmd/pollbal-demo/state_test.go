@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 )
 
 // be builds one backend of a state sample: status "" means no report, "down" not ready.

@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"pollbal/configs"
-	"pollbal/secretfile"
+	"pollbal/internal/secretfile"
 )
 
 // credentials are what the files of admin.store.etcd hold.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 )
 
 // view draws the live view until ctx ends, then draws one last frame: in place on a

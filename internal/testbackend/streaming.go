@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 )
 
 // Limits of the streaming endpoints' parameters.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"pollbal/internal/cmdline"
-	"pollbal/secretfile"
+	"pollbal/internal/secretfile"
 )
 
 // shutdownTimeout bounds how long in-flight requests may run after a signal.

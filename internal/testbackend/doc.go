@@ -34,7 +34,7 @@
 //     X-Backend-Forwarded-Proto repeats the request's X-Forwarded-Proto.
 //
 // -capacity N (> 0) makes it a backend that shares its capacity with every balancer in front
-// of it (examples/poolload): a client request (any path but /pool, /pool_warning and
+// of it (internal/testbackend/poolload): a client request (any path but /pool, /pool_warning and
 // /_backend/*) past N in progress at once is refused with 503, X-Pool-Full and Retry-After
 // before any work, and GET /pool answers carry X-Pool-Load: <in_flight>/N (not with
 // -no-load-report). /_backend/stats then shows capacity, load_in_flight, load_peak (the most

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 )
 
 // Versions the demo updates from and to.

@@ -325,7 +325,7 @@ func TestHexEscapesUpperCase(t *testing.T) {
 
 // FuzzAppendJSON: whatever bytes a client sends in the fields it controls, the line is one
 // line of valid JSON whose strings decode to those bytes (invalid UTF-8 as U+FFFD, the URI cut).
-// Run it with: go test ./accesslog -run '^$' -fuzz FuzzAppendJSON -fuzztime 30s
+// Run it with: go test ./internal/accesslog -run '^$' -fuzz FuzzAppendJSON -fuzztime 30s
 func FuzzAppendJSON(f *testing.F) {
 	f.Add([]byte("/"), []byte("shop.example.com"), []byte("Mozilla/5.0"), "shop")
 	f.Add([]byte(hostile), []byte(hostile), []byte(hostile), "a\"b")
@@ -354,7 +354,7 @@ func FuzzAppendJSON(f *testing.F) {
 
 // FuzzAppendCombined: whatever bytes a client sends, the combined line matches NGINX's format
 // with pollbal's fields after it, and holds only printable ASCII.
-// Run it with: go test ./accesslog -run '^$' -fuzz FuzzAppendCombined -fuzztime 30s
+// Run it with: go test ./internal/accesslog -run '^$' -fuzz FuzzAppendCombined -fuzztime 30s
 func FuzzAppendCombined(f *testing.F) {
 	f.Add([]byte("GET"), []byte("/"), []byte("Mozilla/5.0"), []byte("abc"))
 	f.Add([]byte("G\"T"), []byte(hostile), []byte(hostile), []byte(hostile))

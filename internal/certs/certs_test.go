@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"pollbal/certs/certstest"
 	"pollbal/configs"
+	"pollbal/internal/certs/certstest"
 	"pollbal/internal/testproc"
 )
 

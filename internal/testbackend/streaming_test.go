@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 	"pollbal/internal/testproc"
 )
 

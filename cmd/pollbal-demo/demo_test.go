@@ -45,7 +45,7 @@ func buildBins(t *testing.T) e2eBins {
 			demo: filepath.Join(dir, "demo"), pollbal: filepath.Join(dir, "pollbal"),
 			backend: filepath.Join(dir, "backend"),
 		}
-		if b.script, err = filepath.Abs("../pollbal-update.sh"); err != nil {
+		if b.script, err = filepath.Abs("../../scripts/pollbal-update.sh"); err != nil {
 			buildOnce.err = err
 			return
 		}
@@ -54,7 +54,7 @@ func buildBins(t *testing.T) e2eBins {
 		for _, c := range []struct {
 			out, pkg string
 			race     bool
-		}{{b.demo, ".", testproc.Race}, {b.pollbal, "../../cmd/pollbal", false}, {b.backend, "../../examples/backend", false}} {
+		}{{b.demo, ".", testproc.Race}, {b.pollbal, "../../cmd/pollbal", false}, {b.backend, "../../internal/testbackend", false}} {
 			if buildOnce.err = testproc.GoBuild(c.out, c.pkg, c.race); buildOnce.err != nil {
 				return
 			}

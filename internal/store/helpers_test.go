@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"pollbal/alarms"
 	"pollbal/balancer"
+	"pollbal/internal/alarms"
 	"pollbal/internal/testproc"
 )
 

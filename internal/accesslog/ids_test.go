@@ -48,7 +48,7 @@ func visibleASCII() string {
 }
 
 // FuzzValidRequestID compares ValidRequestID with the rule written as a regular expression.
-// Run it with: go test ./accesslog -run '^$' -fuzz FuzzValidRequestID -fuzztime 30s
+// Run it with: go test ./internal/accesslog -run '^$' -fuzz FuzzValidRequestID -fuzztime 30s
 func FuzzValidRequestID(f *testing.F) {
 	for _, seed := range []string{"", "abc", "a b", strings.Repeat("z", 200), strings.Repeat("z", 201), "\x7f", "é"} {
 		f.Add([]byte(seed))
@@ -166,7 +166,7 @@ var traceparentRe = regexp.MustCompile(`(?s)^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a
 
 // FuzzTraceID compares TraceID with the rule written as a regular expression plus its few
 // conditions.
-// Run it with: go test ./accesslog -run '^$' -fuzz FuzzTraceID -fuzztime 30s
+// Run it with: go test ./internal/accesslog -run '^$' -fuzz FuzzTraceID -fuzztime 30s
 func FuzzTraceID(f *testing.F) {
 	for _, seed := range []string{
 		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",

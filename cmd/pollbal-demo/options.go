@@ -61,7 +61,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	var o options
 	fs := cmdline.NewFlagSet("demo", stderr)
 	fs.StringVar(&o.Pollbal, "pollbal", "bin/pollbal", "pollbal binary")
-	fs.StringVar(&o.Backend, "backend", "bin/example-backend", "example backend binary (examples/backend)")
+	fs.StringVar(&o.Backend, "backend", "bin/example-backend", "example backend binary (internal/testbackend)")
 	fs.StringVar(&o.UpdateScript, "update-script", "scripts/pollbal-update.sh", "the rolling-update script run on every backend")
 	fs.IntVar(&o.Rounds, "rounds", 1, "updates per backend (--rounds of the update script); env DEMO_ROUNDS overrides")
 	timingName := fs.String("timings", "normal", "script timings: fast (tests) or normal (people)")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 )
 
 func TestWSAccept(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"pollbal/examples/backend/api"
-	"pollbal/examples/poolload"
+	"pollbal/internal/testbackend/api"
+	"pollbal/internal/testbackend/poolload"
 	"pollbal/protocol"
 )
 

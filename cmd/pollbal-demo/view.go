@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 )
 
 // maxScriptWidth bounds the script column so that a frame's lines do not wrap on an

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"pollbal/certs/certstest"
 	"pollbal/configs"
+	"pollbal/internal/certs/certstest"
 )
 
 // The files admin.store.etcd names are read into the client's password and TLS settings; every

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 	"pollbal/internal/testproc"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"pollbal/configs"
-	"pollbal/examples/backend/api"
+	"pollbal/internal/testbackend/api"
 )
 
 // bins are the absolute paths of the programs the demo runs.
