@@ -49,9 +49,9 @@ func TestCheckEtcdStore(t *testing.T) {
 				"\n      ca_file: " + notPEM + "\n      cert_file: " + pair.CertFile + "\n      key_file: " + dir + "/nokey\n",
 			wantCode: 1,
 			want: []string{
-				"admin.store.etcd.password_file: open " + dir + "/nope: no such file or directory",
+				"admin.store.etcd.password_file: stat " + dir + "/nope: no such file or directory",
 				"admin.store.etcd.ca_file: " + notPEM + " holds no PEM certificate",
-				"admin.store.etcd.key_file: open " + dir + "/nokey: no such file or directory",
+				"admin.store.etcd.key_file: stat " + dir + "/nokey: no such file or directory",
 			}},
 		{name: "bad endpoints",
 			store:    "      endpoints: [\"http://127.0.0.1:2379\", \"etcd-1\", \"127.0.0.1:99999\"]\n",

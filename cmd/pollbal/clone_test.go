@@ -75,7 +75,7 @@ func shippedYAML(t *testing.T, root string) []string {
 
 // fileProblemRe matches a `check` problem about a file a configuration names, at an absolute
 // path of the host it is written for (/etc/..., /var/lib/..., /var/log/..., /run/...).
-var fileProblemRe = regexp.MustCompile(`^(admin\.token_file|admin\.state_file|warning\.secret_file|access_log\.path): .*open /(etc|var|run)/\S+: no such file or directory$`)
+var fileProblemRe = regexp.MustCompile(`^(admin\.token_file|admin\.state_file|warning\.secret_file|access_log\.path): .*(open|stat) /(etc|var|run)/\S+: no such file or directory$`)
 
 // checkShipped runs `pollbal check` on every shipped YAML file of root, from root. A file that
 // names files of its target host (absolute paths, such as the systemd credentials) must fail

@@ -99,12 +99,10 @@ func TestEndToEndReloadOfANamedPipeThenShutdown(t *testing.T) {
 	}
 }
 
-// A reload can wait on more than the config file: here the warning.secret_file it names is
-// swapped for a named pipe whose writer never writes, so the reload blocks reading it. SIGTERM
-// is still obeyed within shutdown_timeout, and nothing of the reload is applied meanwhile.
-func TestEndToEndShutdownWhileAReloadIsBlocked(t *testing.T) {
-	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	const shutdown = 3 * time.Second
+// Regression: with warning.secret_file swapped for a named pipe nobody writes into, a reload
+// waited in its read until SIGTERM. The reload is now rejected as config_invalid at once, naming
+// the key and the path, and nothing of it is applied.
+func TestEndToEndReloadOfANamedPipeSecretIsRejected(t *testing.T) {
 	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
@@ -115,29 +113,57 @@ listen: LISTEN
 admin: {listen: ADMIN}
 poll: {interval: 500ms, timeout: 450ms}
 warning: {secret_file: %s}
-proxy: {shutdown_timeout: 3s}
 services: {web: {}}
 apps: [{name: www, hosts: ["*"]}]
 backends:
   - {id: web-1, address: %s}
 `, secret, be.addr)
 	pb := startPollbal(t, cfg)
-	// The reload that blocks would also add a backend: it must not show.
+	// The rejected reload would also add a backend: it must not show.
 	writeInPlace(t, pb.cfgPath, fillAddrs(cfg, pb.listen, pb.admin)+"  - {id: web-2, address: "+be.addr[:strings.LastIndex(be.addr, ":")]+":1}\n")
 	replaceWithFifo(t, secret)
 	pb.Signal(t, syscall.SIGHUP)
-	// The reload has opened the pipe once a writer can open it without blocking; the writer
-	// then stays open and silent, so the reload waits in its read.
-	var writer int
-	testproc.WaitFor(t, 15*time.Second, "the reload to open the secret file", func() bool {
-		fd, err := syscall.Open(secret, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			return false // ENXIO: no reader yet
-		}
-		writer = fd
-		return true
+	pb.WaitOutput(t, 10*time.Second, "the reload to be rejected", "warning.secret_file: "+secret+": not a regular file (a named pipe)")
+	if n := rejectedCount(t, pb, "config_invalid"); n != 1 {
+		t.Errorf(`pollbal_config_reloads_rejected_total{reason="config_invalid"} = %v, want 1`, n)
+	}
+	if got := backendSet(t, pb); len(got) != 1 {
+		t.Errorf("backends after the rejected reload: %v, want web-1 alone", got)
+	}
+}
+
+// A reload can still wait on a file: here it changes access_log.path to a named pipe that
+// nobody reads, so opening it for writing blocks (a pipe is a fair access log once its reader
+// is there). SIGTERM is still obeyed within shutdown_timeout, and nothing of the reload is
+// applied meanwhile.
+func TestEndToEndShutdownWhileAReloadIsBlocked(t *testing.T) {
+	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	const shutdown = 3 * time.Second
+	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
+	fifo := filepath.Join(t.TempDir(), "access.log")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`site: e2e
+listen: LISTEN
+admin: {listen: ADMIN}
+poll: {interval: 500ms, timeout: 450ms}
+proxy: {shutdown_timeout: 3s}
+services: {web: {}}
+apps: [{name: www, hosts: ["*"]}]
+backends:
+  - {id: web-1, address: %s}
+`, be.addr)
+	pb := startPollbal(t, cfg)
+	// The reload that blocks would also add a backend: it must not show.
+	next := strings.Replace(fillAddrs(cfg, pb.listen, pb.admin), "services:", "access_log: {path: "+fifo+"}\nservices:", 1)
+	writeInPlace(t, pb.cfgPath, next+"  - {id: web-2, address: "+be.addr[:strings.LastIndex(be.addr, ":")]+":1}\n")
+	pb.Signal(t, syscall.SIGHUP)
+	// Opening the pipe ourselves would let the reload go on, so the wait looks at pollbal's
+	// threads instead: one sleeps in the kernel's wait for the pipe's other end.
+	testproc.WaitFor(t, 15*time.Second, "the reload to block opening the access log", func() bool {
+		return threadWaitsIn(t, pb.Pid(), "wait_for_partner")
 	})
-	defer syscall.Close(writer)
 	if got := backendSet(t, pb); len(got) != 1 {
 		t.Errorf("backends while the reload is blocked: %v, want web-1 alone", got)
 	}
@@ -145,11 +171,27 @@ backends:
 	pb.Signal(t, syscall.SIGTERM)
 	code := pb.ExitCode(t, 15*time.Second)
 	took := time.Since(start)
-	t.Logf("SIGTERM with a reload blocked reading a file: exit %d after %s", code, took.Round(time.Millisecond))
+	t.Logf("SIGTERM with a reload blocked opening a file: exit %d after %s", code, took.Round(time.Millisecond))
 	if code != 0 || took > shutdown {
 		t.Errorf("exit %d after %s, want 0 within shutdown_timeout (%s)", code, took, shutdown)
 	}
 	if strings.Contains(pb.Output(), "configuration reloaded") {
 		t.Errorf("the blocked reload was applied:\n%s", pb.Output())
 	}
+}
+
+// threadWaitsIn says whether a thread of process pid sleeps in the kernel function fn (its
+// /proc wchan).
+func threadWaitsIn(t *testing.T, pid int, fn string) bool {
+	t.Helper()
+	wchans, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range wchans {
+		if b, err := os.ReadFile(p); err == nil && string(b) == fn {
+			return true
+		}
+	}
+	return false
 }

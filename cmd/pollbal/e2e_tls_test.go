@@ -145,7 +145,7 @@ func TestEndToEndTLS(t *testing.T) {
 	}{
 		{name: "mismatched pair", pairs: []certstest.Pair{a, mismatched}, want: "tls.certificates[1]: " + a.CertFile + " with " + b.KeyFile + ": tls: private key does not match public key"},
 		{name: "expired certificate", pairs: []certstest.Pair{expired, b}, want: "tls.certificates[0]: " + expired.CertFile + ": certificate for old.e2e.test expired on"},
-		{name: "missing file", pairs: []certstest.Pair{b, missing}, want: "tls.certificates[1]: cert_file: open " + missing.CertFile},
+		{name: "missing file", pairs: []certstest.Pair{b, missing}, want: "tls.certificates[1]: cert_file: stat " + missing.CertFile},
 	} {
 		t.Run("reload rejected whole: "+bad.name, func(t *testing.T) {
 			before := rejectedCount(t, pb, "config_invalid")

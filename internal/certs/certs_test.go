@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"pollbal/configs"
 	"pollbal/internal/certs/certstest"
+	"pollbal/internal/regularfile"
 	"pollbal/internal/testproc"
 )
 
@@ -55,6 +57,59 @@ func TestPick(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesANamedPipeAtOnce: a named pipe in place of a certificate or key file is
+// refused at once, as a problem naming its key and path (reading it would wait for a writer and
+// block the reload), and so is a file over MaxFileSize.
+func TestLoadRefusesANamedPipeAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	good := certstest.Write(t, dir, "good", certstest.Options{}, "good.example.com")
+	fifo := filepath.Join(dir, "fifo.crt")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.crt")
+	if err := os.WriteFile(big, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A sparse file: over the limit without writing it.
+	if err := os.Truncate(big, MaxFileSize+1); err != nil {
+		t.Fatal(err)
+	}
+	list := []configs.Certificate{
+		{CertFile: fifo, KeyFile: good.KeyFile},
+		{CertFile: good.CertFile, KeyFile: fifo},
+		{CertFile: big, KeyFile: good.KeyFile},
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Load(list, time.Now())
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		// Open the pipe for writing so that the blocked reader ends with the test.
+		for range 2 {
+			if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				w.Close()
+			}
+		}
+		t.Fatal("Load still blocked on a named pipe after 10s")
+	}
+	want := []string{
+		"tls.certificates[0]: cert_file: " + fifo + ": not a regular file (a named pipe)",
+		"tls.certificates[1]: key_file: " + fifo + ": not a regular file (a named pipe)",
+		"tls.certificates[2]: cert_file: " + big + ": larger than 1 MiB (1048577 bytes)",
+	}
+	if got := configs.Problems(err); !slices.Equal(got, want) {
+		t.Fatalf("problems:\n got  %q\n want %q", got, want)
+	}
+	if !errors.Is(err, regularfile.ErrNotRegular) || !errors.Is(err, regularfile.ErrTooLarge) {
+		t.Errorf("Load = %v; want it to match regularfile.ErrNotRegular and ErrTooLarge", err)
+	}
+}
+
 func TestLoadReportsEveryProblem(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
@@ -79,8 +134,8 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 	want := []string{
 		"tls.certificates[1]: " + good.CertFile + " with " + other.KeyFile + ": tls: private key does not match public key",
 		"tls.certificates[2]: " + expired.CertFile + ": certificate for old.example.com expired on ",
-		"tls.certificates[3]: cert_file: open " + filepath.Join(dir, "missing.crt") + ": no such file or directory",
-		"tls.certificates[4]: key_file: open " + filepath.Join(dir, "missing.key") + ": no such file or directory",
+		"tls.certificates[3]: cert_file: stat " + filepath.Join(dir, "missing.crt") + ": no such file or directory",
+		"tls.certificates[4]: key_file: stat " + filepath.Join(dir, "missing.key") + ": no such file or directory",
 		"tls.certificates[5]: " + garbage + " with " + good.KeyFile + ": tls: failed to find any PEM data in certificate input",
 	}
 	if len(got) != len(want) {

@@ -4,11 +4,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"pollbal/configs"
+	"pollbal/internal/regularfile"
 )
+
+// MaxFileSize is the largest certificate or key file read: far above any PEM chain, and small
+// enough that a wrong path is refused rather than read whole.
+const MaxFileSize = 1 << 20
 
 // Load reads and checks every certificate pair of the configuration: each file must be
 // readable PEM, each key must match its certificate, and no certificate may have expired at
@@ -33,13 +37,14 @@ func Load(list []configs.Certificate, now time.Time) (*Set, error) {
 }
 
 // loadPair reads one pair. The files are read here rather than by tls.LoadX509KeyPair so that
-// a missing file is named as the key it was given under.
+// a missing file is named as the key it was given under, and so that only a regular file of at
+// most MaxFileSize bytes is read: a named pipe in its place would block a reload.
 func loadPair(c configs.Certificate, now time.Time) (tls.Certificate, error) {
-	certPEM, err := os.ReadFile(c.CertFile)
+	certPEM, err := regularfile.Read(c.CertFile, MaxFileSize)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("cert_file: %w", err)
 	}
-	keyPEM, err := os.ReadFile(c.KeyFile)
+	keyPEM, err := regularfile.Read(c.KeyFile, MaxFileSize)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("key_file: %w", err)
 	}

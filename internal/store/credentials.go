@@ -3,13 +3,16 @@ package store
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
-	"os"
 
 	"pollbal/configs"
+	"pollbal/internal/regularfile"
 	"pollbal/internal/secretfile"
 )
+
+// maxPEMSize is the largest CA, certificate or key file read for etcd: far above any PEM chain,
+// and small enough that a wrong path is refused rather than read whole.
+const maxPEMSize = 1 << 20
 
 // credentials are what the files of admin.store.etcd hold.
 type credentials struct {
@@ -44,7 +47,7 @@ func loadCredentials(e *configs.Etcd) (credentials, []string) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if e.CAFile != "" {
-		pem, err := os.ReadFile(e.CAFile)
+		pem, err := regularfile.Read(e.CAFile, maxPEMSize)
 		if err == nil {
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
@@ -57,17 +60,28 @@ func loadCredentials(e *configs.Etcd) (credentials, []string) {
 		}
 	}
 	if e.CertFile != "" {
-		pair, err := tls.LoadX509KeyPair(e.CertFile, e.KeyFile)
+		pair, key, err := loadPair(e.CertFile, e.KeyFile)
 		if err != nil {
-			var pathErr *os.PathError
-			key := "cert_file"
-			if errors.As(err, &pathErr) && pathErr.Path == e.KeyFile {
-				key = "key_file"
-			}
 			fail(key, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	out.tls = cfg
 	return out, problems
+}
+
+// loadPair reads the client certificate and key, as tls.LoadX509KeyPair would but only from
+// regular files of at most maxPEMSize bytes (a named pipe would block a reload), and names the
+// key of the file a problem is about.
+func loadPair(certFile, keyFile string) (pair tls.Certificate, key string, err error) {
+	certPEM, err := regularfile.Read(certFile, maxPEMSize)
+	if err != nil {
+		return tls.Certificate{}, "cert_file", err
+	}
+	keyPEM, err := regularfile.Read(keyFile, maxPEMSize)
+	if err != nil {
+		return tls.Certificate{}, "key_file", err
+	}
+	pair, err = tls.X509KeyPair(certPEM, keyPEM)
+	return pair, "cert_file", err
 }

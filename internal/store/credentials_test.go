@@ -3,6 +3,7 @@ package store
 import (
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	"pollbal/configs"
@@ -20,6 +21,10 @@ func TestLoadCredentials(t *testing.T) {
 	writeFile(t, notPEM, "hello\n")
 	empty := filepath.Join(dir, "empty")
 	writeFile(t, empty, " \n")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name         string
 		etcd         configs.Etcd
@@ -38,10 +43,21 @@ func TestLoadCredentials(t *testing.T) {
 			want: []string{
 				"admin.store.etcd.password_file: " + empty + " is empty",
 				"admin.store.etcd.ca_file: " + notPEM + " holds no PEM certificate",
-				"admin.store.etcd.key_file: open " + dir + "/nokey: no such file or directory",
+				"admin.store.etcd.key_file: stat " + dir + "/nokey: no such file or directory",
 			}},
 		{name: "certificate missing", etcd: configs.Etcd{CertFile: filepath.Join(dir, "nocert"), KeyFile: pair.KeyFile},
-			want: []string{"admin.store.etcd.cert_file: open " + dir + "/nocert: no such file or directory"}},
+			want: []string{"admin.store.etcd.cert_file: stat " + dir + "/nocert: no such file or directory"}},
+		{name: "named pipes are refused, not waited on",
+			etcd: configs.Etcd{Username: "pollbal", PasswordFile: fifo, CAFile: fifo, CertFile: pair.CertFile, KeyFile: fifo},
+			want: []string{
+				"admin.store.etcd.password_file: " + fifo + ": not a regular file (a named pipe)",
+				"admin.store.etcd.ca_file: " + fifo + ": not a regular file (a named pipe)",
+				"admin.store.etcd.key_file: " + fifo + ": not a regular file (a named pipe)",
+			}},
+		{name: "certificate is a named pipe", etcd: configs.Etcd{CertFile: fifo, KeyFile: pair.KeyFile},
+			want: []string{"admin.store.etcd.cert_file: " + fifo + ": not a regular file (a named pipe)"}},
+		{name: "key not PEM", etcd: configs.Etcd{CertFile: pair.CertFile, KeyFile: notPEM},
+			want: []string{"admin.store.etcd.cert_file: tls: failed to find any PEM data in key input"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

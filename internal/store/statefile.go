@@ -8,10 +8,17 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+
+	"pollbal/internal/regularfile"
 )
 
 // stateVersion is the format version of the state file.
 const stateVersion = 1
+
+// maxStateFileSize is the largest state file read, the configuration's limit: far above the
+// moves of any fleet. Only a regular file is read, so that a named pipe in its place fails at
+// once rather than blocking the start.
+const maxStateFileSize = 16 << 20
 
 // stateDoc is the state file: {"version":1,"overrides":{"<backend id>":"<pool>"}}.
 type stateDoc struct {
@@ -63,7 +70,7 @@ func readOptional(path string) (data []byte, found bool, err error) {
 	if path == "" {
 		return nil, false, nil
 	}
-	data, err = os.ReadFile(path)
+	data, err = regularfile.Read(path, maxStateFileSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -14,6 +15,15 @@ func TestReadState(t *testing.T) {
 		p := filepath.Join(dir, name)
 		writeFile(t, p, content)
 		return p
+	}
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A sparse file: over the limit without writing it.
+	big := file("big.json", "")
+	if err := os.Truncate(big, maxStateFileSize+1); err != nil {
+		t.Fatal(err)
 	}
 	tests := []struct {
 		name    string
@@ -38,6 +48,8 @@ func TestReadState(t *testing.T) {
 		{name: "pool is not a string", path: file("num.json", `{"version":1,"overrides":{"web-1":3}}`), wantErr: "corrupt"},
 		{name: "trailing data", path: file("trail.json", `{"version":1,"overrides":{}} {}`), wantErr: "trailing data"},
 		{name: "unreadable: a directory", path: dir, wantErr: "read state file"},
+		{name: "a named pipe is refused, not waited on", path: fifo, wantErr: "read state file: " + fifo + ": not a regular file (a named pipe)"},
+		{name: "over 16 MiB", path: big, wantErr: "read state file: " + big + ": larger than 16 MiB (16777217 bytes)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
