@@ -80,6 +80,9 @@ type Conn struct {
 	// Owned by the scanner, under l.mu.
 	rec record
 	idx int // position in l.conns; -1 once forgotten
+	// answering: a scan cut c for its late headers, and the goroutine it started writes the
+	// 408 and then closes c; later scans leave c to it, so the answer is written and counted once.
+	answering bool
 }
 
 // Position is where the scanner keeps c (indexed.Item).

@@ -163,7 +163,8 @@ func (l *Listener) scan(cut []cutConn) ([]cutConn, bool) {
 		if phase&phaseMask != phaseHijacked {
 			served++
 		}
-		if c.rec, v = judgeClient(c.rec, phase, c.io.Load(), now, lim, stopping); v != keepConn && v != keepDraining {
+		if c.rec, v = judgeClient(c.rec, phase, c.io.Load(), now, lim, stopping); v != keepConn && v != keepDraining && !c.answering {
+			c.answering = v == cutHeader
 			cut = append(cut, cutConn{c, v, c.rec.since})
 		}
 	}
