@@ -292,22 +292,7 @@ func TestAccessLogLines(t *testing.T) {
 		}
 		ctx.SetBodyString("backend\n")
 	})
-	stall := startStallBackend(t, false)
-	cfg := configtest.New([]configs.App{
-		{Name: "shop", Hosts: []string{"shop.test"}},
-		{Name: "ghost", Hosts: []string{"ghost.test"}, Pool: "pool-ghost"},
-		{Name: "down", Hosts: []string{"down.test"}, Pool: "pool-down"},
-		{Name: "slow", Hosts: []string{"slow.test"}, Pool: "pool-slow"},
-	}, []configs.Backend{
-		{ID: "b1", Address: be.addr, Capacity: 1},
-		{ID: "b-down", Address: testproc.FreeAddr(t), Pool: "pool-down"},
-		{ID: "b-slow", Address: stall.addr, Pool: "pool-slow"},
-	}, tieBreakID)
-
-	cfg.Proxy.MaxRequestBody = 10
-	cfg.Proxy.BufferRequestBody = 10
-	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
-	e, log := logEnv(t, cfg, "b1", "b-down", "b-slow")
+	e, log := logEnv(t, everyAnswerConfig(t, be), "b1", "b-down", "b-slow")
 
 	// One request, answered: its line, found by the X-Request-Id on the answer.
 	lineOf := func(what string, r result) logLine {
