@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -15,6 +14,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/accesslog"
+	"pollbal/internal/accesslog/accesslogtest"
 	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
@@ -259,24 +259,10 @@ func (s *logSink) line(id string) logLine {
 	return found[0]
 }
 
-// check compares the fields of l named in want (numbers as float64; nil: absent).
+// check compares the fields of l named in want, as accesslogtest.Check does.
 func (l logLine) check(t testing.TB, what string, want map[string]any) {
 	t.Helper()
-	for k, w := range want {
-		got, ok := l[k]
-		if w == nil {
-			if ok {
-				t.Errorf("%s: %s = %v, want it absent", what, k, got)
-			}
-			continue
-		}
-		if n, isInt := w.(int); isInt {
-			w = float64(n)
-		}
-		if !ok || fmt.Sprint(got) != fmt.Sprint(w) {
-			t.Errorf("%s: %s = %v, want %v (line %v)", what, k, got, w, l)
-		}
-	}
+	accesslogtest.Check(t, what, l, want)
 }
 
 // TestAccessLogLines: every answer, the backend's and each of pollbal's own, gets one line
