@@ -598,16 +598,22 @@ func TestUpdateOffAndOn(t *testing.T) {
 	}
 }
 
-// TestUpdateFailureChangesNothing: an Update whose path cannot be opened, or whose section is
-// invalid, leaves the log as it was.
-func TestUpdateFailureChangesNothing(t *testing.T) {
-	w := &memWriter{}
-	l := newLogger(t, Options{Config: conf("good.log"), Open: func(path string) (io.WriteCloser, error) {
+// goodLogOnly builds a Logger on good.log, kept in memory (w), that can open no other path.
+func goodLogOnly(t *testing.T) (l *Logger, w *memWriter) {
+	w = &memWriter{}
+	l = newLogger(t, Options{Config: conf("good.log"), Open: func(path string) (io.WriteCloser, error) {
 		if path == "good.log" {
 			return w, nil
 		}
 		return nil, errors.New("no such directory")
 	}})
+	return l, w
+}
+
+// TestUpdateFailureChangesNothing: an Update whose path cannot be opened, or whose section is
+// invalid, leaves the log as it was.
+func TestUpdateFailureChangesNothing(t *testing.T) {
+	l, w := goodLogOnly(t)
 	bad := conf("missing/dir.log")
 	bad.Format = configs.FormatCombined
 	if err := l.Update(bad); err == nil {
@@ -664,13 +670,7 @@ func TestPrepareChangesNothingUntilApply(t *testing.T) {
 // TestPrepareRejects: a section that is invalid, or whose new path cannot be opened, fails
 // Prepare, and the log goes on as it was.
 func TestPrepareRejects(t *testing.T) {
-	w := &memWriter{}
-	l := newLogger(t, Options{Config: conf("good.log"), Open: func(path string) (io.WriteCloser, error) {
-		if path == "good.log" {
-			return w, nil
-		}
-		return nil, errors.New("no such directory")
-	}})
+	l, w := goodLogOnly(t)
 	invalid := conf("good.log")
 	invalid.Buffer = 1
 	for _, c := range []configs.AccessLog{conf("missing/dir.log"), invalid} {
