@@ -214,6 +214,7 @@ type apiState struct {
 		Reason   string `json:"reason"`
 		Warned   bool   `json:"warned"`
 		Ejected  bool   `json:"ejected"`
+		InFlight int    `json:"in_flight"`
 		Reports  []struct {
 			Service, Status, Version string
 		} `json:"reports"`
@@ -242,6 +243,18 @@ func (s apiState) backend(id string) (ready bool, reason string, reports string,
 		}
 	}
 	return false, "", "", false
+}
+
+// inFlight is backend id's in_flight (leases held) in /api/state.
+func (in *instance) inFlight(t *testing.T, id string) int {
+	t.Helper()
+	for _, b := range in.state(t).Backends {
+		if b.ID == id {
+			return b.InFlight
+		}
+	}
+	t.Fatalf("%s missing from /api/state", id)
+	return 0
 }
 
 func getJSON(t testing.TB, url string, v any) {
