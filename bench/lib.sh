@@ -1,8 +1,8 @@
 # shellcheck shell=bash disable=SC2034 # the variables set here are read by the callers
 # lib.sh - what bench/run.sh (saturation, wrk) and bench/rate.sh (constant rate,
-# vegeta) share: the targets and their addresses, the temporary directory, the
-# backends and proxies started and ended by PID, the sanity check, CPU
-# accounting from /proc and the machine lines of the results file.
+# vegeta) share: the command line and the knobs' common defaults, the targets and
+# their addresses, the temporary directory, the backends and proxies started and
+# ended by PID, the sanity check, CPU accounting from /proc and the results file.
 # Sourced, never run. The caller sets, before bench_targets:
 #   BENCH_SCRIPT (name in messages), BENCH_DIR, REPO_DIR, ORIG_PWD, TLS,
 #   TARGETS, BASE_PORT, PIN, KEEP, READY_TIMEOUT, PROXY_CMD, PROXY_ADDR, PROXY_NAME
@@ -13,6 +13,41 @@
 
 die() { echo "$BENCH_SCRIPT: $*" >&2; exit 1; }
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# with_knobs CMD VAR... prints CMD preceded by VAR='value' for each VAR that is set: the
+# command as invoked, with the knobs that were set, for the results file.
+with_knobs() {
+  local out=$1 v
+  shift
+  for v in "$@"; do
+    [ -n "${!v+x}" ] && out="$v=${!v@Q} $out"
+  done
+  echo "$out"
+}
+
+# bench_defaults sets the knobs run.sh and rate.sh share, where the environment did not.
+bench_defaults() {
+  GAP=${GAP:-1}
+  BASE_PORT=${BASE_PORT:-18080}
+  TLS=${TLS:-0}
+  URL_PATH=${URL_PATH:-/}
+  PIN=${PIN:-0}
+  OUT_DIR=${OUT_DIR:-$BENCH_DIR/results}
+  KEEP=${KEEP:-0}
+  READY_TIMEOUT=${READY_TIMEOUT:-15}
+  PROXY_CMD=${PROXY_CMD:-}
+  PROXY_ADDR=${PROXY_ADDR:-}
+  PROXY_NAME=${PROXY_NAME:-extra}
+}
+
+# proxy_flag FLAG VALUE sets the knob of --proxy-cmd, --proxy-addr or --proxy-name.
+proxy_flag() {
+  case $1 in
+    --proxy-cmd) PROXY_CMD=$2 ;;
+    --proxy-addr) PROXY_ADDR=$2 ;;
+    --proxy-name) PROXY_NAME=$2 ;;
+  esac
+}
 
 bench_require() { # bench_require TOOL... : every tool must be on PATH
   local t
@@ -369,6 +404,15 @@ cpu_ticks() { # sum of utime+stime (clock ticks) of the given PIDs and their des
 sys_cpu() { # "busy total steal" jiffies summed over all CPUs
   awk '/^cpu /{t=0; for(i=2;i<=9;i++) t+=$i; print t-$5-$6, t, $9; exit}' /proc/stat  # user..steal; guest is inside user
 }
+backend_ticks() { cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}"; }
+# since W0 W1 : the seconds from EPOCHREALTIME W0 to W1
+since() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b-a}'; }
+# sys_delta S0 S1 : "busy total steal" from sys_cpu S0 to S1, tab-separated
+sys_delta() { awk -v a="$1" -v b="$2" 'BEGIN{split(a,x," "); split(b,y," "); printf "%d\t%d\t%d", y[1]-x[1], y[2]-x[2], y[3]-x[3]}'; }
+# client_cpu TIMES : the client's user + sys seconds, from the output of `times` in its subshell
+client_cpu() {
+  awk 'NR==2{n=split($1 " " $2,a," "); t=0; for(i=1;i<=n;i++){split(a[i],b,"m"); sub(/s$/,"",b[2]); t+=b[1]*60+b[2]} print t}' "$1"
+}
 be_count() { curl -fsS --max-time 2 "http://$HOST:$1/stats" 2>/dev/null | awk '{print $2}' || echo 0; }
 
 # --- the results file ----------------------------------------------------------------
@@ -380,3 +424,33 @@ machine_line() {
   echo "- machine: $NCPU CPUs ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)), $(awk -F= '$1=="PRETTY_NAME"{gsub(/"/,"",$2); print $2}' /etc/os-release 2>/dev/null), Linux $(uname -r), $(awk '/MemTotal/{printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo), load before run: $LOAD_BEFORE"
 }
 commit_of_caller() { (cd "$ORIG_PWD" && git describe --always --dirty 2>/dev/null) || echo "?"; }
+
+# result_file PREFIX sets STAMP and RESULT: OUT_DIR/PREFIX-STAMP.md, or the caller's directory
+# when OUT_DIR cannot be written.
+result_file() {
+  STAMP=$(date +%Y-%m-%d_%H%M%S)
+  mkdir -p "$OUT_DIR" 2>/dev/null || true
+  RESULT=$OUT_DIR/$1-$STAMP.md
+  touch "$RESULT" 2>/dev/null || RESULT=$ORIG_PWD/$1-$STAMP.md
+}
+
+# result_head prints the results file's first lines: the command, the date and the machine.
+result_head() {
+  echo "- command: \`$INVOCATION\` (from $(commit_of_caller))"
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  machine_line
+}
+
+# extra_target_lines prints a results line for each extra target.
+extra_target_lines() {
+  if [ -n "$PROXY_CMD" ]; then echo "- extra target '$PROXY_NAME' on $PROXY_ADDR: \`$PROXY_CMD\`"; fi
+  if [ -n "$PROXY2_CMD" ]; then echo "- extra target '$PROXY2_NAME' on $PROXY2_ADDR: \`$PROXY2_CMD\`"; fi
+}
+
+# bench_done prints TABLE and where the results file went.
+bench_done() {
+  echo
+  echo "$TABLE"
+  echo
+  log "results written to $RESULT"
+}

@@ -46,55 +46,38 @@ set -Eeuo pipefail
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
 ORIG_PWD=$PWD
-# The command as invoked, with the knobs that were set, for the results file.
-INVOCATION="$0${*:+ $*}"
-for v in RATES DURATION ROUNDS CONNS WARMUP GAP CAL_SECONDS CAL_TRIES SUSTAIN_P99_MS BASE_PORT TARGETS URL_PATH MAX_WORKERS PERF VEGETA_BIN PIN MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD PROXY2_NAME PROXY2_ADDR PROXY2_CMD POLLBAL_CAPACITY POLLBAL_EXTRA POLLBAL_ACCESS_LOG POLLBAL_ACCESS_LOG_FORMAT; do
-  [ -n "${!v+x}" ] && INVOCATION="$v=${!v@Q} $INVOCATION"
-done
+BENCH_SCRIPT=rate.sh
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"
+INVOCATION=$(with_knobs "$0${*:+ $*}" RATES DURATION ROUNDS CONNS WARMUP GAP CAL_SECONDS CAL_TRIES SUSTAIN_P99_MS BASE_PORT TARGETS URL_PATH MAX_WORKERS PERF VEGETA_BIN PIN MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD PROXY2_NAME PROXY2_ADDR PROXY2_CMD POLLBAL_CAPACITY POLLBAL_EXTRA POLLBAL_ACCESS_LOG POLLBAL_ACCESS_LOG_FORMAT)
 export PATH=/usr/local/go/bin:$PATH
 
+bench_defaults
 VEGETA_VERSION=v12.13.0
 RATES=${RATES:-"1000 3000"}
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-2}
 CONNS=${CONNS:-50}
 WARMUP=${WARMUP:-2}
-GAP=${GAP:-1}
 CAL_SECONDS=${CAL_SECONDS:-5}
 CAL_TRIES=${CAL_TRIES:-6}
 SUSTAIN_P99_MS=${SUSTAIN_P99_MS:-10}
-BASE_PORT=${BASE_PORT:-18080}
 TARGETS=${TARGETS:-"direct haproxy nginx"}
-URL_PATH=${URL_PATH:-/}
 MAX_WORKERS=${MAX_WORKERS:-10000}
 PERF=${PERF:-auto}
 VEGETA_BIN=${VEGETA_BIN:-}
-PIN=${PIN:-0}
-OUT_DIR=${OUT_DIR:-$BENCH_DIR/results}
-KEEP=${KEEP:-0}
 MAX_SECONDS=${MAX_SECONDS:-300}
-READY_TIMEOUT=${READY_TIMEOUT:-15}
-PROXY_CMD=${PROXY_CMD:-}
-PROXY_ADDR=${PROXY_ADDR:-}
-PROXY_NAME=${PROXY_NAME:-extra}
-TLS=${TLS:-0}
 
 MODE=bench
 while [ $# -gt 0 ]; do
   case $1 in
     --report) MODE=report REPORT_TSV=${2:?--report needs a file}; shift 2 ;;
     --stats) MODE=stats STATS_CSV=${2:?--stats needs a file and a rate} STATS_RATE=${3:?--stats needs a rate}; shift 3 ;;
-    --proxy-cmd) PROXY_CMD=$2; shift 2 ;;
-    --proxy-addr) PROXY_ADDR=$2; shift 2 ;;
-    --proxy-name) PROXY_NAME=$2; shift 2 ;;
+    --proxy-cmd|--proxy-addr|--proxy-name) proxy_flag "$1" "$2"; shift 2 ;;
     -h|--help) sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "rate.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-
-BENCH_SCRIPT=rate.sh
-# shellcheck source=lib.sh
-. "$BENCH_DIR/lib.sh"
 
 # --- the statistics (pure: files in, numbers out; --stats and --report run them alone) ---------
 # run_stats CSV RATE prints "requests achieved max_lag_ms p50 p99 p99.9 errors" (latencies in ms)
@@ -328,10 +311,6 @@ run_vegeta() {
   unset 'TRANSIENT[client]'
 }
 
-vegeta_cpu() { # vegeta_cpu TIMES : vegeta's user + sys seconds, from the output of `times`
-  awk 'NR==2{n=split($1 " " $2,a," "); t=0; for(i=1;i<=n;i++){split(a[i],b,"m"); sub(/s$/,"",b[2]); t+=b[1]*60+b[2]} print t}' "$1"
-}
-
 # analyse OUT RATE: run_stats over vegeta's results file OUT.
 analyse() {
   local out=$1 csv=$1.csv
@@ -348,14 +327,14 @@ measure() { # measure ROUND RATE TARGET
   if [ "$PERF_ON" = 1 ] && [ -n "$pids" ]; then
     perf_start "$pids" "$perf_out"
   fi
-  px0=$(cpu_ticks "${PID_OF[$t]}"); be0=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
+  px0=$(cpu_ticks "${PID_OF[$t]}"); be0=$(backend_ticks)
   [ -n "$pids" ] && cs0=$(ctx_switches "$pids")
   s0=$(sys_cpu); w0=$EPOCHREALTIME
   if [ -n "${TRANSIENT[perf]:-}" ]; then perf_cmd enable && perf_ok=1; fi
   run_vegeta "$t" "$rate" "$DURATION" "$out"
   if [ "$perf_ok" = 1 ]; then perf_cmd disable || perf_ok=0; fi
   w1=$EPOCHREALTIME; s1=$(sys_cpu)
-  px1=$(cpu_ticks "${PID_OF[$t]}"); be1=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
+  px1=$(cpu_ticks "${PID_OF[$t]}"); be1=$(backend_ticks)
   [ -n "$pids" ] && cs1=$(ctx_switches "$pids")
   local sc="-" cs="-" tc="-"
   if [ -n "${TRANSIENT[perf]:-}" ]; then
@@ -373,18 +352,18 @@ measure() { # measure ROUND RATE TARGET
   local n ach lag p50 p99 p999 errs
   read -r n ach lag p50 p99 p999 errs <<<"$(analyse "$out" "$rate")"
   local gen_cpu conns
-  gen_cpu=$(vegeta_cpu "$out.times")
+  gen_cpu=$(client_cpu "$out.times")
   conns=$(cat "$out.conns")
   grep -q . "$out.err" && { log "vegeta said:"; head -5 "$out.err" >&2; }
   local sysd
-  sysd=$(awk -v a="$s0" -v b="$s1" 'BEGIN{split(a,x," "); split(b,y," "); printf "%d\t%d\t%d", y[1]-x[1], y[2]-x[2], y[3]-x[3]}')
+  sysd=$(sys_delta "$s0" "$s1")
   # columns: 1 round 2 rate 3 target 4 requests 5 achieved 6 max_lag_ms 7 p50 8 p99 9 p99.9 10 errors
   #          11 conns 12 proxy_ticks 13 syscalls 14 ctx_switches 15 task_clock_ms 16 vegeta_cpu_s
   #          17 backend_ticks 18 wall_s 19 busy 20 total 21 steal (jiffies, all CPUs)
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
     "$r" "$rate" "$t" "$n" "$ach" "$lag" "$p50" "$p99" "$p999" "$errs" "$conns" \
     "$([ -n "$pids" ] && echo $((px1 - px0)) || echo -)" "$sc" "$cs" "$tc" "$gen_cpu" "$((be1 - be0))" \
-    "$(awk -v a="$w0" -v b="$w1" 'BEGIN{printf "%.3f", b-a}')" "$sysd" >>"$TSV"
+    "$(since "$w0" "$w1")" "$sysd" >>"$TSV"
   log "round $r  $(printf '%6s/s %-10s' "$rate" "$t") achieved $(printf '%8.0f' "$ach")  p50 ${p50}ms  p99 ${p99}ms  p99.9 ${p999}ms  errors $errs"
 }
 
@@ -400,8 +379,8 @@ cal_run() { # cal_run RATE : one run against b1; sets CAL (achieved, errors, p99
   w1=$EPOCHREALTIME; t1=$(cpu_ticks "${PID_OF[b1]}")
   read -r n ach _ p50 p99 _ errs <<<"$(analyse "$out" "$1")"
   CAL=("$ach" "$errs" "$p99")
-  CAL_SUMMARY=$(awk -v r="$1" -v n="$n" -v a="$ach" -v p50="$p50" -v p99="$p99" -v e="$errs" -v g="$(vegeta_cpu "$out.times")" \
-      -v b="$((t1 - t0))" -v hz="$HZ" -v w="$(awk -v a="$w0" -v b="$w1" 'BEGIN{print b-a}')" \
+  CAL_SUMMARY=$(awk -v r="$1" -v n="$n" -v a="$ach" -v p50="$p50" -v p99="$p99" -v e="$errs" -v g="$(client_cpu "$out.times")" \
+      -v b="$((t1 - t0))" -v hz="$HZ" -v w="$(since "$w0" "$w1")" \
     'BEGIN{printf "%s: %.0f req/s, %d errors, p50 %.2f ms, p99 %.2f ms, vegeta %.2f cores, b1 %.2f cores", (r==0 ? "unpaced" : r "/s"), a, e, p50, p99, g/w, b/hz/w}')
   log "$CAL_SUMMARY"
   pause "$GAP"
@@ -447,10 +426,7 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # --- report ------------------------------------------------------------------------
-STAMP=$(date +%Y-%m-%d_%H%M%S)
-mkdir -p "$OUT_DIR" 2>/dev/null || true
-RESULT=$OUT_DIR/rate-$STAMP.md
-touch "$RESULT" 2>/dev/null || RESULT=$ORIG_PWD/rate-$STAMP.md
+result_file rate
 
 TABLE=$(rate_table "$TSV")
 
@@ -463,15 +439,12 @@ fi
 {
   echo "# Constant-rate benchmark $STAMP"
   echo
-  echo "- command: \`$INVOCATION\` (from $(commit_of_caller))"
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  machine_line
+  result_head
   echo "- load: vegeta attack -rate R/s -duration ${DURATION}s -keepalive -connections $CONNS -max-connections $CONNS -workers $CONNS -max-workers $MAX_WORKERS -max-body 0, GET http://…$URL_PATH; rates ${RLIST[*]} req/s; $ROUNDS interleaved rounds (each round: each rate: each target), ${WARMUP}s warm-up per target, ${GAP}s gap; PIN=$PIN"
   [ -n "$CAL_LINE" ] && echo "$CAL_LINE"
   echo "- versions: haproxy $(vers haproxy), nginx $(vers nginx), caddy $(vers caddy), vegeta $VEGETA_V, $(go version | awk '{print $3}'), fasthttp $(fasthttp_version)"
   echo "- backends: 2 x bench/backend (fasthttp, 1 KiB body) on $BACKENDS; direct = vegeta straight to b1"
-  [ -n "$PROXY_CMD" ] && echo "- extra target '$PROXY_NAME' on $PROXY_ADDR: \`$PROXY_CMD\`"
-  [ -n "$PROXY2_CMD" ] && echo "- extra target '$PROXY2_NAME' on $PROXY2_ADDR: \`$PROXY2_CMD\`"
+  extra_target_lines
   echo "$SRC_LINE"
   echo "- achieved req/s = (requests - 1) / (last send - first send); max lag = how far a send trailed its slot in the schedule at worst; latency from the send to the end of the response (nearest rank, errors included); conns = vegeta's open sockets (its connections to the target) at 90 % of the run"
   echo "- cores columns are CPU-seconds / wall seconds; vegeta, the proxy and the backends share the same $NCPU cores"
@@ -487,7 +460,4 @@ fi
   echo "</details>"
 } >"$RESULT"
 
-echo
-echo "$TABLE"
-echo
-log "results written to $RESULT"
+bench_done

@@ -55,49 +55,32 @@ set -Eeuo pipefail
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
 ORIG_PWD=$PWD
-# The command as invoked, with the knobs that were set, for the results file.
-INVOCATION="$0${*:+ $*}"
-for v in DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH WRK_SCRIPT PIN TLS MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD PROXY2_NAME PROXY2_ADDR PROXY2_CMD POLLBAL_CAPACITY POLLBAL_EXTRA POLLBAL_ACCESS_LOG POLLBAL_ACCESS_LOG_FORMAT; do
-  [ -n "${!v+x}" ] && INVOCATION="$v=${!v@Q} $INVOCATION"
-done
+BENCH_SCRIPT=run.sh
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"
+INVOCATION=$(with_knobs "$0${*:+ $*}" DURATION CONNS THREADS ROUNDS WARMUP GAP BASE_PORT TARGETS URL_PATH WRK_SCRIPT PIN TLS MAX_SECONDS PROXY_NAME PROXY_ADDR PROXY_CMD PROXY2_NAME PROXY2_ADDR PROXY2_CMD POLLBAL_CAPACITY POLLBAL_EXTRA POLLBAL_ACCESS_LOG POLLBAL_ACCESS_LOG_FORMAT)
 export PATH=/usr/local/go/bin:$PATH
 
+bench_defaults
 DURATION=${DURATION:-8}
 CONNS=${CONNS:-50}
 THREADS=${THREADS:-1}
 ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-1}
-GAP=${GAP:-1}
-BASE_PORT=${BASE_PORT:-18080}
-TLS=${TLS:-0}
 if [ "$TLS" = 1 ]; then
   TARGETS=${TARGETS:-"nginx"}
 else
   TARGETS=${TARGETS:-"direct haproxy nginx caddy refproxy"}
 fi
-URL_PATH=${URL_PATH:-/}
-PIN=${PIN:-0}
-OUT_DIR=${OUT_DIR:-$BENCH_DIR/results}
-KEEP=${KEEP:-0}
 MAX_SECONDS=${MAX_SECONDS:-180}
-READY_TIMEOUT=${READY_TIMEOUT:-15}
-PROXY_CMD=${PROXY_CMD:-}
-PROXY_ADDR=${PROXY_ADDR:-}
-PROXY_NAME=${PROXY_NAME:-extra}
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --proxy-cmd) PROXY_CMD=$2; shift 2 ;;
-    --proxy-addr) PROXY_ADDR=$2; shift 2 ;;
-    --proxy-name) PROXY_NAME=$2; shift 2 ;;
+    --proxy-cmd|--proxy-addr|--proxy-name) proxy_flag "$1" "$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -Eeuo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-
-BENCH_SCRIPT=run.sh
-# shellcheck source=lib.sh
-. "$BENCH_DIR/lib.sh"
 
 # shellcheck disable=SC2046 # openssl is one word or none
 bench_require wrk haproxy nginx caddy curl go ss taskset $([ "$TLS" = 1 ] && echo openssl)
@@ -139,11 +122,11 @@ measure() { # measure ROUND TARGET
   local r=$1 t=$2 out="$RUN/wrk-r$1-$2.txt"
   local c1 c2 c1b c2b px0 px1 be0 be1 s0 s1 w0 w1
   c1=$(be_count "${BE_PORTS[0]}"); c2=$(be_count "${BE_PORTS[1]}")
-  px0=$(cpu_ticks "${PID_OF[$t]}"); be0=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
+  px0=$(cpu_ticks "${PID_OF[$t]}"); be0=$(backend_ticks)
   s0=$(sys_cpu); w0=$EPOCHREALTIME
   run_wrk "$t" "$DURATION" "$out"
   w1=$EPOCHREALTIME; s1=$(sys_cpu)
-  px1=$(cpu_ticks "${PID_OF[$t]}"); be1=$(cpu_ticks "${PID_OF[b1]}" "${PID_OF[b2]}")
+  px1=$(cpu_ticks "${PID_OF[$t]}"); be1=$(backend_ticks)
   c1b=$(be_count "${BE_PORTS[0]}"); c2b=$(be_count "${BE_PORTS[1]}")
   local rps p50 p99 errs nreq
   rps=$(awk '/^Requests\/sec:/{print $2}' "$out"); rps=${rps:-0}
@@ -151,16 +134,15 @@ measure() { # measure ROUND TARGET
   p99=$(to_ms "$(awk '$1=="99%"{print $2}' "$out")")
   errs=$(awk '/Socket errors:/{gsub(/,/,""); s+=$4+$6+$8+$10} /Non-2xx or 3xx/{s+=$NF} /^wrk exit/{s+=1000000} END{print s+0}' "$out")
   nreq=$(awk '/requests in/{print $1}' "$out")
-  local wrk_cpu
-  wrk_cpu=$(awk 'NR==2{n=split($1 " " $2,a," "); t=0; for(i=1;i<=n;i++){split(a[i],b,"m"); sub(/s$/,"",b[2]); t+=b[1]*60+b[2]} print t}' "$out.times")
-  local sysd
-  sysd=$(awk -v a="$s0" -v b="$s1" 'BEGIN{split(a,x," "); split(b,y," "); printf "%d\t%d\t%d", y[1]-x[1], y[2]-x[2], y[3]-x[3]}')
+  local wrk_cpu sysd
+  wrk_cpu=$(client_cpu "$out.times")
+  sysd=$(sys_delta "$s0" "$s1")
   # columns: 1 round 2 target 3 rps 4 p50 5 p99 6 errs 7 nreq 8 req_b1 9 req_b2 10 wrk_cpu_s
   #          11 proxy_ticks 12 backend_ticks 13 wall_s 14 busy 15 total 16 steal (jiffies, all CPUs)
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
     "$r" "$t" "$rps" "$p50" "$p99" "$errs" "${nreq:-0}" \
     "$((c1b - c1))" "$((c2b - c2))" "$wrk_cpu" "$((px1 - px0))" "$((be1 - be0))" \
-    "$(awk -v a="$w0" -v b="$w1" 'BEGIN{printf "%.3f", b-a}')" "$sysd" >>"$TSV"
+    "$(since "$w0" "$w1")" "$sysd" >>"$TSV"
   log "round $r  $(printf '%-10s' "$t") $(printf '%10.0f' "$rps") req/s  p50 ${p50}ms  p99 ${p99}ms  errors $errs"
 }
 
@@ -179,10 +161,7 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # --- report ------------------------------------------------------------------------
-STAMP=$(date +%Y-%m-%d_%H%M%S)
-mkdir -p "$OUT_DIR" 2>/dev/null || true
-RESULT=$OUT_DIR/results-$STAMP.md
-touch "$RESULT" 2>/dev/null || RESULT=$ORIG_PWD/results-$STAMP.md
+result_file results
 
 FASTHTTP_V=$(fasthttp_version)
 
@@ -215,15 +194,12 @@ TABLE=$(awk -F'\t' -v hz="$HZ" -v ncpu="$NCPU" '
 {
   echo "# Proxy benchmark $STAMP"
   echo
-  echo "- command: \`$INVOCATION\` (from $(commit_of_caller))"
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  machine_line
+  result_head
   echo "- load: wrk -t$THREADS -c$CONNS -d${DURATION}s --latency GET $SCHEME://…$URL_PATH (keep-alive), $ROUNDS interleaved rounds, ${WARMUP}s warm-up per target, ${GAP}s gap; PIN=$PIN"
   [ "$TLS" = 1 ] && echo "- TLS=1: the proxies terminate TLS with one self-signed ECDSA P-256 certificate (openssl $(openssl version | awk '{print $2}')); each wrk connection does one handshake, then keeps alive"
   echo "- versions: haproxy $(vers haproxy), nginx $(vers nginx), caddy $(vers caddy), wrk $(vers wrk), $(go version | awk '{print $3}'), fasthttp $FASTHTTP_V"
   echo "- backends: 2 x bench/backend (fasthttp, 1 KiB body) on $BACKENDS; direct = wrk straight to b1"
-  [ -n "$PROXY_CMD" ] && echo "- extra target '$PROXY_NAME' on $PROXY_ADDR: \`$PROXY_CMD\`"
-  [ -n "$PROXY2_CMD" ] && echo "- extra target '$PROXY2_NAME' on $PROXY2_ADDR: \`$PROXY2_CMD\`"
+  extra_target_lines
   [[ " ${TLIST[*]} " == *" nginx-log "* ]] && echo "- nginx-log: nginx with \`access_log <file> combined buffer=64k;\`"
   echo "- CPU columns are cores used during the run (CPU-seconds / wall seconds); wrk, proxy and backends share the same $NCPU cores, so every number includes contention"
   echo
@@ -237,7 +213,4 @@ TABLE=$(awk -F'\t' -v hz="$HZ" -v ncpu="$NCPU" '
   echo "</details>"
 } >"$RESULT"
 
-echo
-echo "$TABLE"
-echo
-log "results written to $RESULT"
+bench_done

@@ -151,29 +151,35 @@ report() { # report PHASE: one line from wrk's summary; returns 1 when something
   return 1
 }
 
+# cycle SIGNAL COUNT LABEL [HOLDER]: under wrk's load, COUNT times sends SIGNAL to HOLDER (the
+# serving pollbal when none is given) and waits until another pollbal serves; sets PID to it.
+cycle() {
+  local sig=$1 n=$2 label=$3 holder=${4:-} i
+  PID=$(serving_pid)
+  start_wrk $(((n + 2) * (GAP + 1)))
+  sleep "$GAP"
+  for i in $(seq "$n"); do
+    kill "-$sig" "${holder:-$PID}"
+    wait_pid_change "$PID"
+    PID=$NEWPID
+    log "$label $i: pid $PID"
+    sleep "$GAP"
+  done
+  wait "$WRK" || true
+}
+
 phase_upgrade() {
   mkdir -p "$RUN/state-upgrade"
   config "$RUN/state-upgrade" >"$RUN/pollbal.yaml"
   "$POLLBAL_BIN" run -config "$RUN/pollbal.yaml" >"$RUN/pollbal.log" 2>&1 & PIDS+=($!)
   wait_ready
-  local pid i
-  pid=$(serving_pid)
-  start_wrk $(((UPGRADES + 2) * (GAP + 1)))
-  sleep "$GAP"
-  for i in $(seq "$UPGRADES"); do
-    kill -USR2 "$pid"
-    wait_pid_change "$pid"
-    pid=$NEWPID
-    log "upgrade $i: pid $pid"
-    sleep "$GAP"
-  done
-  wait "$WRK" || true
-  kill -TERM "$pid"
-  for _ in $(seq 300); do alive "$pid" || break; sleep 0.1; done
+  cycle USR2 "$UPGRADES" upgrade
+  kill -TERM "$PID"
+  for _ in $(seq 300); do alive "$PID" || break; sleep 0.1; done
 }
 
 phase_restart() { # phase_restart NAME STATE_DIR
-  local name=$1 dir=$2 holder pid i
+  local name=$1 dir=$2 holder
   [[ -z $dir ]] || mkdir -p "$dir"
   config "$dir" >"$RUN/pollbal.yaml"
   "$SOCKETHOLD_BIN" -listen "proxy=$LISTEN" -listen "admin=$ADMIN" -- "$POLLBAL_BIN" run -config "$RUN/pollbal.yaml" \
@@ -182,17 +188,7 @@ phase_restart() { # phase_restart NAME STATE_DIR
   wait_ready
   # A first state to restore (a round is written at most once a second).
   sleep 1.5
-  pid=$(serving_pid)
-  start_wrk $(((RESTARTS + 2) * (GAP + 1)))
-  sleep "$GAP"
-  for i in $(seq "$RESTARTS"); do
-    kill -HUP "$holder"
-    wait_pid_change "$pid"
-    pid=$NEWPID
-    log "$name $i: pid $pid"
-    sleep "$GAP"
-  done
-  wait "$WRK" || true
+  cycle HUP "$RESTARTS" "$name" "$holder"
   kill -TERM "$holder"
   wait "$holder" || true
 }

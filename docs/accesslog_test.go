@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pollbal/internal/accesslog"
+	"pollbal/internal/markdown"
 )
 
 // accessLogExamples are the requests whose lines access-log.md shows: one served from the
@@ -79,11 +80,11 @@ func TestAccessLogExamples(t *testing.T) {
 	doc := read(t, "access-log.md")
 	served, queued := accessLogExamples()
 	wantJSON := []string{string(accesslog.AppendJSON(nil, served)), string(accesslog.AppendJSON(nil, queued))}
-	if got := fencedBlocks(doc, "json"); !slices.Equal(got, wantJSON) {
+	if got := markdown.FencedBlocks(doc, "json"); !slices.Equal(got, wantJSON) {
 		t.Errorf("docs/access-log.md's json blocks are\n%s\npollbal writes\n%s", strings.Join(got, ""), strings.Join(wantJSON, ""))
 	}
 	wantCombined := []string{string(accesslog.AppendCombined(nil, served))}
-	if got := fencedBlocks(doc, "text"); !slices.Equal(got, wantCombined) {
+	if got := markdown.FencedBlocks(doc, "text"); !slices.Equal(got, wantCombined) {
 		t.Errorf("docs/access-log.md's text blocks are\n%s\npollbal writes\n%s", strings.Join(got, ""), strings.Join(wantCombined, ""))
 	}
 }

@@ -10,29 +10,8 @@ import (
 	"testing"
 
 	"pollbal/configs"
+	"pollbal/internal/markdown"
 )
-
-// fencedBlocks returns the bodies of the fenced code blocks with the given language in a
-// Markdown text, with the indentation of their fence removed (blocks inside list items).
-func fencedBlocks(text, lang string) []string {
-	var blocks []string
-	var cur *strings.Builder
-	indent := ""
-	for _, line := range strings.SplitAfter(text, "\n") {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case cur == nil && trimmed == "```"+lang:
-			cur = &strings.Builder{}
-			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
-		case cur != nil && trimmed == "```":
-			blocks = append(blocks, cur.String())
-			cur = nil
-		case cur != nil:
-			cur.WriteString(strings.TrimPrefix(line, indent))
-		}
-	}
-	return blocks
-}
 
 func read(t *testing.T, path string) string {
 	t.Helper()
@@ -45,7 +24,7 @@ func read(t *testing.T, path string) string {
 
 func TestConfigurationReferenceIsTheShippedFile(t *testing.T) {
 	want := read(t, "../configs/pollbal.yaml")
-	if !slices.Contains(fencedBlocks(read(t, "configuration.md"), "yaml"), want) {
+	if !slices.Contains(markdown.FencedBlocks(read(t, "configuration.md"), "yaml"), want) {
 		t.Fatal("docs/configuration.md has no yaml block equal to configs/pollbal.yaml: copy the file into its \"Every key\" section")
 	}
 }
@@ -55,12 +34,12 @@ func TestConfigurationReferenceIsTheShippedFile(t *testing.T) {
 func TestConfigurationSlipsExample(t *testing.T) {
 	doc := read(t, "configuration.md")
 	var example, console string
-	for _, b := range fencedBlocks(doc, "yaml") {
+	for _, b := range markdown.FencedBlocks(doc, "yaml") {
 		if strings.HasPrefix(b, "# slips.yaml\n") {
 			example = b
 		}
 	}
-	for _, b := range fencedBlocks(doc, "console") {
+	for _, b := range markdown.FencedBlocks(doc, "console") {
 		if strings.HasPrefix(b, "$ pollbal check -config slips.yaml\n") {
 			console = b
 		}

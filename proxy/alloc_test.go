@@ -74,15 +74,10 @@ func testHandlerAllocs(t *testing.T, e *env) {
 			}
 			h.tmpl.Header.SetHost(tt.host)
 			h.tmpl.Header.SetMethod(tt.method)
-			for i := 0; i+1 < len(tt.headers); i += 2 {
-				h.tmpl.Header.Add(tt.headers[i], tt.headers[i+1])
-			}
+			h.addHeaders(tt.headers)
 			h.tmpl.SetBodyString(tt.body)
 			run := func() {
-				h.tmpl.CopyTo(&h.ctx.Request)
-				h.ctx.Response.Reset()
-				e.p.Handler(&h.ctx)
-				if code := h.ctx.Response.StatusCode(); code != tt.wantCode {
+				if code := h.serve(e.p); code != tt.wantCode {
 					t.Fatalf("answer %d, want %d", code, tt.wantCode)
 				}
 			}
@@ -126,10 +121,7 @@ func TestBodilessAnswerAllocs(t *testing.T) {
 			h.tmpl.Header.SetMethod(tt.method)
 			h.tmpl.SetRequestURI(tt.path)
 			run := func() {
-				h.tmpl.CopyTo(&h.ctx.Request)
-				h.ctx.Response.Reset()
-				e.p.Handler(&h.ctx)
-				if code := h.ctx.Response.StatusCode(); code != tt.wantCode {
+				if code := h.serve(e.p); code != tt.wantCode {
 					t.Fatalf("answer %d, want %d", code, tt.wantCode)
 				}
 			}

@@ -174,6 +174,28 @@ func (e *env) responsesTotal(reason string) float64 {
 	return v
 }
 
+// everyAnswerConfig has an app for each answer a test wants to see: shop on be (b1, capacity
+// 1), ghost on a pool without backends, down on a backend nobody listens on (b-down), slow on
+// a backend that never answers (b-slow); request bodies past 10 bytes are refused, and a
+// backend gets 200 ms to answer. The ready backends are b1, b-down and b-slow.
+func everyAnswerConfig(t *testing.T, be *backend) *configs.Config {
+	stall := startStallBackend(t, false)
+	cfg := configtest.New([]configs.App{
+		{Name: "shop", Hosts: []string{"shop.test"}},
+		{Name: "ghost", Hosts: []string{"ghost.test"}, Pool: "pool-ghost"},
+		{Name: "down", Hosts: []string{"down.test"}, Pool: "pool-down"},
+		{Name: "slow", Hosts: []string{"slow.test"}, Pool: "pool-slow"},
+	}, []configs.Backend{
+		{ID: "b1", Address: be.addr, Capacity: 1},
+		{ID: "b-down", Address: testproc.FreeAddr(t), Pool: "pool-down"},
+		{ID: "b-slow", Address: stall.addr, Pool: "pool-slow"},
+	}, tieBreakID)
+	cfg.Proxy.MaxRequestBody = 10
+	cfg.Proxy.BufferRequestBody = 10
+	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
+	return cfg
+}
+
 // Every answer pollbal makes itself is counted under its X-Pollbal-Reason, from the handler,
 // the server's error handler and the queue; a backend's answers (a 404, and a 502 with an
 // X-Pollbal-Reason of its own) are not. Every known reason's series exists from the start.
@@ -189,21 +211,7 @@ func TestResponsesByReason(t *testing.T) {
 		}
 		ctx.SetBodyString("backend\n")
 	})
-	stall := startStallBackend(t, false)
-	cfg := configtest.New([]configs.App{
-		{Name: "shop", Hosts: []string{"shop.test"}},
-		{Name: "ghost", Hosts: []string{"ghost.test"}, Pool: "pool-ghost"},
-		{Name: "down", Hosts: []string{"down.test"}, Pool: "pool-down"},
-		{Name: "slow", Hosts: []string{"slow.test"}, Pool: "pool-slow"},
-	}, []configs.Backend{
-		{ID: "b1", Address: be.addr, Capacity: 1},
-		{ID: "b-down", Address: testproc.FreeAddr(t), Pool: "pool-down"},
-		{ID: "b-slow", Address: stall.addr, Pool: "pool-slow"},
-	}, tieBreakID)
-
-	cfg.Proxy.MaxRequestBody = 10
-	cfg.Proxy.BufferRequestBody = 10
-	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
+	cfg := everyAnswerConfig(t, be)
 	cfg.Proxy.QueueTimeout, cfg.Proxy.MaxQueue = 200*time.Millisecond, 1
 	e := newEnv(t, cfg, "b1", "b-down", "b-slow")
 	for _, reason := range ownReasons() {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -15,6 +14,7 @@ import (
 
 	"pollbal/configs"
 	"pollbal/internal/accesslog"
+	"pollbal/internal/accesslog/accesslogtest"
 	"pollbal/internal/configtest"
 	"pollbal/internal/testproc"
 	"pollbal/protocol"
@@ -259,24 +259,10 @@ func (s *logSink) line(id string) logLine {
 	return found[0]
 }
 
-// check compares the fields of l named in want (numbers as float64; nil: absent).
+// check compares the fields of l named in want, as accesslogtest.Check does.
 func (l logLine) check(t testing.TB, what string, want map[string]any) {
 	t.Helper()
-	for k, w := range want {
-		got, ok := l[k]
-		if w == nil {
-			if ok {
-				t.Errorf("%s: %s = %v, want it absent", what, k, got)
-			}
-			continue
-		}
-		if n, isInt := w.(int); isInt {
-			w = float64(n)
-		}
-		if !ok || fmt.Sprint(got) != fmt.Sprint(w) {
-			t.Errorf("%s: %s = %v, want %v (line %v)", what, k, got, w, l)
-		}
-	}
+	accesslogtest.Check(t, what, l, want)
 }
 
 // TestAccessLogLines: every answer, the backend's and each of pollbal's own, gets one line
@@ -292,22 +278,7 @@ func TestAccessLogLines(t *testing.T) {
 		}
 		ctx.SetBodyString("backend\n")
 	})
-	stall := startStallBackend(t, false)
-	cfg := configtest.New([]configs.App{
-		{Name: "shop", Hosts: []string{"shop.test"}},
-		{Name: "ghost", Hosts: []string{"ghost.test"}, Pool: "pool-ghost"},
-		{Name: "down", Hosts: []string{"down.test"}, Pool: "pool-down"},
-		{Name: "slow", Hosts: []string{"slow.test"}, Pool: "pool-slow"},
-	}, []configs.Backend{
-		{ID: "b1", Address: be.addr, Capacity: 1},
-		{ID: "b-down", Address: testproc.FreeAddr(t), Pool: "pool-down"},
-		{ID: "b-slow", Address: stall.addr, Pool: "pool-slow"},
-	}, tieBreakID)
-
-	cfg.Proxy.MaxRequestBody = 10
-	cfg.Proxy.BufferRequestBody = 10
-	cfg.Proxy.BackendTimeout = 200 * time.Millisecond
-	e, log := logEnv(t, cfg, "b1", "b-down", "b-slow")
+	e, log := logEnv(t, everyAnswerConfig(t, be), "b1", "b-down", "b-slow")
 
 	// One request, answered: its line, found by the X-Request-Id on the answer.
 	lineOf := func(what string, r result) logLine {

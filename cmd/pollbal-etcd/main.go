@@ -8,10 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -23,11 +20,7 @@ import (
 // readyTimeout bounds the wait for the server to be ready.
 const readyTimeout = 30 * time.Second
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { cmdline.Main(run) }
 
 // options is the parsed command line.
 type options struct {

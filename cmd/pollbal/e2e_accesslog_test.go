@@ -26,6 +26,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"pollbal/internal/accesslog/accesslogtest"
 	"pollbal/internal/certs/certstest"
 	"pollbal/internal/metrictest"
 	"pollbal/internal/testproc"
@@ -190,24 +191,10 @@ func waitLines(t *testing.T, path string, ids ...string) map[string]accessLine {
 	return byID
 }
 
-// check compares the fields of l named in want (numbers as float64 or int; nil: absent).
+// check compares the fields of l named in want, as accesslogtest.Check does.
 func (l accessLine) check(t *testing.T, what string, want map[string]any) {
 	t.Helper()
-	for k, w := range want {
-		got, ok := l[k]
-		if w == nil {
-			if ok {
-				t.Errorf("%s: %s = %v, want it absent", what, k, got)
-			}
-			continue
-		}
-		if n, isInt := w.(int); isInt {
-			w = float64(n)
-		}
-		if !ok || fmt.Sprint(got) != fmt.Sprint(w) {
-			t.Errorf("%s: %s = %v, want %v\nline: %v", what, k, got, w, l)
-		}
-	}
+	accesslogtest.Check(t, what, l, want)
 }
 
 // positive checks that each named field is a number above 0 and at most max (when max > 0).

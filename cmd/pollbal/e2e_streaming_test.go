@@ -43,20 +43,7 @@ func startStreamSetup(t *testing.T, proxyKeys string) *streamSetup {
 // inFlight is web-1's in_flight in /api/state.
 func (s *streamSetup) inFlight(t *testing.T) int {
 	t.Helper()
-	var st struct {
-		Backends []struct {
-			ID       string `json:"id"`
-			InFlight int    `json:"in_flight"`
-		} `json:"backends"`
-	}
-	getJSON(t, "http://"+s.pb.admin+"/api/state", &st)
-	for _, b := range st.Backends {
-		if b.ID == "web-1" {
-			return b.InFlight
-		}
-	}
-	t.Fatal("web-1 missing from /api/state")
-	return 0
+	return s.pb.inFlight(t, "web-1")
 }
 
 // streams reads the example backend's streaming counters.

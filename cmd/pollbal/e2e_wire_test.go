@@ -50,35 +50,6 @@ func scriptedBackend(t *testing.T, answer func(c net.Conn, req *http.Request) bo
 	})
 }
 
-// startOver starts pollbal with the given proxy: flow mapping in front of backends web-1,
-// web-2, … at addrs, one app for every host, and waits until every backend is ready.
-func startOver(t *testing.T, proxyKeys string, addrs ...string) *instance {
-	t.Helper()
-	var backends strings.Builder
-	for i, a := range addrs {
-		fmt.Fprintf(&backends, "  - {id: web-%d, address: %s}\n", i+1, a)
-	}
-	pb := startPollbal(t, fmt.Sprintf(`site: e2e
-listen: LISTEN
-admin: {listen: ADMIN}
-poll: {interval: 1s, timeout: 900ms, fall: 5}
-services: {web: {}}
-apps:
-  - {name: www, hosts: ["*"]}
-backends:
-%sproxy: %s
-`, backends.String(), proxyKeys))
-	testproc.WaitFor(t, 10*time.Second, "every backend ready", func() bool {
-		for _, b := range backendStates(t, pb) {
-			if !b.Ready {
-				return false
-			}
-		}
-		return true
-	})
-	return pb
-}
-
 // backendState is a backend's readiness and ejection in /api/state.
 type backendState struct {
 	ID      string `json:"id"`

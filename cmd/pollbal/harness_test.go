@@ -93,17 +93,28 @@ func (b *backend) stats(t testing.TB) api.Stats {
 	return s
 }
 
-// startSingle starts one example backend, web-1, and pollbal in front of it with the given
-// proxy: flow mapping ("{}" for the defaults) and more keys for web-1's entry (", capacity:
-// 100"; "" for none), and waits until web-1 is ready.
-//
-// Its tests are about the data plane, not health, and some saturate a 2-core machine (40
-// race-built 60 MiB streams at once): there a check answered in time can still be read late,
-// and one failed check would make web-1 not ready and fail the test's requests with 503
-// pool_exhausted. So the checks get a long timeout and several tries before web-1 falls.
+// startSingle starts one example backend, web-1, and pollbal in front of it with startOver;
+// backendKeys are more keys for web-1's entry (", capacity: 100"; "" for none).
 func startSingle(t *testing.T, proxyKeys, backendKeys string) (*instance, *backend) {
 	t.Helper()
 	be := startBackend(t, "web-1", "127.0.0.1:0", "web serving v1\n")
+	return startOver(t, proxyKeys, be.addr+backendKeys), be
+}
+
+// startOver starts pollbal with the given proxy: flow mapping ("{}" for the defaults) in front
+// of backends web-1, web-2, … at addrs (an address may be followed by more keys of its entry),
+// one app for every host, and waits until every backend is ready.
+//
+// Its tests are about the data plane, not health, and some saturate a 2-core machine (40
+// race-built 60 MiB streams at once): there a check answered in time can still be read late,
+// and one failed check would make a backend not ready and fail the test's requests with 503
+// pool_exhausted. So the checks get a long timeout and several tries before a backend falls.
+func startOver(t *testing.T, proxyKeys string, addrs ...string) *instance {
+	t.Helper()
+	var backends strings.Builder
+	for i, a := range addrs {
+		fmt.Fprintf(&backends, "  - {id: web-%d, address: %s}\n", i+1, a)
+	}
 	pb := startPollbal(t, fmt.Sprintf(`site: e2e
 listen: LISTEN
 admin: {listen: ADMIN}
@@ -112,14 +123,17 @@ services: {web: {}}
 apps:
   - {name: www, hosts: ["*"]}
 backends:
-  - {id: web-1, address: %s%s}
-proxy: %s
-`, be.addr, backendKeys, proxyKeys))
-	testproc.WaitFor(t, 10*time.Second, "web-1 ready", func() bool {
-		ready, _, _, _ := pb.state(t).backend("web-1")
-		return ready
+%sproxy: %s
+`, backends.String(), proxyKeys))
+	testproc.WaitFor(t, 10*time.Second, "every backend ready", func() bool {
+		for _, b := range pb.state(t).Backends {
+			if !b.Ready {
+				return false
+			}
+		}
+		return true
 	})
-	return pb, be
+	return pb
 }
 
 // instance is a running pollbal.
@@ -200,6 +214,7 @@ type apiState struct {
 		Reason   string `json:"reason"`
 		Warned   bool   `json:"warned"`
 		Ejected  bool   `json:"ejected"`
+		InFlight int    `json:"in_flight"`
 		Reports  []struct {
 			Service, Status, Version string
 		} `json:"reports"`
@@ -228,6 +243,18 @@ func (s apiState) backend(id string) (ready bool, reason string, reports string,
 		}
 	}
 	return false, "", "", false
+}
+
+// inFlight is backend id's in_flight (leases held) in /api/state.
+func (in *instance) inFlight(t *testing.T, id string) int {
+	t.Helper()
+	for _, b := range in.state(t).Backends {
+		if b.ID == id {
+			return b.InFlight
+		}
+	}
+	t.Fatalf("%s missing from /api/state", id)
+	return 0
 }
 
 func getJSON(t testing.TB, url string, v any) {

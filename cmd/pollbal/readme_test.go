@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/markdown"
 	"pollbal/internal/testproc"
 )
 
@@ -30,31 +31,14 @@ const (
 	fleetPath         = "../../docs/fleet.md"
 )
 
-// fencedBlocks returns the bodies of a Markdown file's fenced code blocks with the given
-// language, with the indentation of their fence removed (blocks inside list items).
-func fencedBlocks(t *testing.T, path, lang string) []string {
+// readDoc returns the text of the document at path.
+func readDoc(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var blocks []string
-	var cur *strings.Builder
-	indent := ""
-	for _, line := range strings.SplitAfter(string(data), "\n") {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case cur == nil && trimmed == "```"+lang:
-			cur = &strings.Builder{}
-			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
-		case cur != nil && trimmed == "```":
-			blocks = append(blocks, cur.String())
-			cur = nil
-		case cur != nil:
-			cur.WriteString(strings.TrimPrefix(line, indent))
-		}
-	}
-	return blocks
+	return string(data)
 }
 
 // example is one shell command of docs/operating.md with the JSON its comment says it prints.
@@ -67,7 +51,7 @@ type example struct {
 // admin listener, joining backslash continuations.
 func adminExamples(t *testing.T) []example {
 	var out []example
-	for _, b := range fencedBlocks(t, operatingPath, "sh") {
+	for _, b := range markdown.FencedBlocks(readDoc(t, operatingPath), "sh") {
 		if !strings.Contains(b, "127.0.0.1:9090/admin") {
 			continue
 		}
@@ -149,11 +133,8 @@ backends:
 // TestReadmeQuickStartDemo runs the quick start's first command, `make demo`, in its
 // non-interactive form and checks the summary.
 func TestReadmeQuickStartDemo(t *testing.T) {
-	data, err := os.ReadFile(readmePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(data), "make demo") || !strings.Contains(string(data), "make test") {
+	readme := readDoc(t, readmePath)
+	if !strings.Contains(readme, "make demo") || !strings.Contains(readme, "make test") {
 		t.Fatal("the README's quick start must name make demo and make test")
 	}
 	if _, err := exec.LookPath("make"); err != nil {
@@ -179,13 +160,13 @@ func TestReadmeQuickStartDemo(t *testing.T) {
 // it shows and compares the output line for line.
 func TestDocsCheckExample(t *testing.T) {
 	var broken string
-	for _, b := range fencedBlocks(t, configurationPath, "yaml") {
+	for _, b := range markdown.FencedBlocks(readDoc(t, configurationPath), "yaml") {
 		if strings.HasPrefix(b, "# broken.yaml\n") {
 			broken = b
 		}
 	}
 	var console string
-	for _, b := range fencedBlocks(t, configurationPath, "console") {
+	for _, b := range markdown.FencedBlocks(readDoc(t, configurationPath), "console") {
 		if strings.HasPrefix(b, "$ pollbal check -config broken.yaml\n") {
 			console = b
 		}
@@ -217,14 +198,11 @@ func TestDocsCheckExample(t *testing.T) {
 // TestDocsListEveryCommand keeps docs/operating.md's command list in step with `pollbal -h`
 // (issue 14: `pollbal version` was missing from the README, where the list was then).
 func TestDocsListEveryCommand(t *testing.T) {
-	data, err := os.ReadFile(operatingPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := readDoc(t, operatingPath)
 	p := usageProgram()
 	for _, c := range p.Commands {
 		line := p.Synopsis(c)
-		if !strings.Contains(string(data), "\n"+line+"\n") {
+		if !strings.Contains(doc, "\n"+line+"\n") {
 			t.Errorf("docs/operating.md does not show the command line %q of `pollbal -h`", line)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"pollbal/internal/markdown"
 	"pollbal/internal/testproc"
 )
 
@@ -35,7 +36,7 @@ var expectRe = regexp.MustCompile(`^# → (.*)$`)
 func walkthroughBlock(t *testing.T) string {
 	t.Helper()
 	var found []string
-	for _, b := range fencedBlocks(t, fleetPath, "shell") {
+	for _, b := range markdown.FencedBlocks(readDoc(t, fleetPath), "shell") {
 		if strings.Contains(b, "examples/fleet/$n.yaml") {
 			found = append(found, b)
 		}

@@ -598,16 +598,22 @@ func TestUpdateOffAndOn(t *testing.T) {
 	}
 }
 
-// TestUpdateFailureChangesNothing: an Update whose path cannot be opened, or whose section is
-// invalid, leaves the log as it was.
-func TestUpdateFailureChangesNothing(t *testing.T) {
-	w := &memWriter{}
-	l := newLogger(t, Options{Config: conf("good.log"), Open: func(path string) (io.WriteCloser, error) {
+// goodLogOnly builds a Logger on good.log, kept in memory (w), that can open no other path.
+func goodLogOnly(t *testing.T) (l *Logger, w *memWriter) {
+	w = &memWriter{}
+	l = newLogger(t, Options{Config: conf("good.log"), Open: func(path string) (io.WriteCloser, error) {
 		if path == "good.log" {
 			return w, nil
 		}
 		return nil, errors.New("no such directory")
 	}})
+	return l, w
+}
+
+// TestUpdateFailureChangesNothing: an Update whose path cannot be opened, or whose section is
+// invalid, leaves the log as it was.
+func TestUpdateFailureChangesNothing(t *testing.T) {
+	l, w := goodLogOnly(t)
 	bad := conf("missing/dir.log")
 	bad.Format = configs.FormatCombined
 	if err := l.Update(bad); err == nil {
@@ -664,13 +670,7 @@ func TestPrepareChangesNothingUntilApply(t *testing.T) {
 // TestPrepareRejects: a section that is invalid, or whose new path cannot be opened, fails
 // Prepare, and the log goes on as it was.
 func TestPrepareRejects(t *testing.T) {
-	w := &memWriter{}
-	l := newLogger(t, Options{Config: conf("good.log"), Open: func(path string) (io.WriteCloser, error) {
-		if path == "good.log" {
-			return w, nil
-		}
-		return nil, errors.New("no such directory")
-	}})
+	l, w := goodLogOnly(t)
 	invalid := conf("good.log")
 	invalid.Buffer = 1
 	for _, c := range []configs.AccessLog{conf("missing/dir.log"), invalid} {
@@ -826,31 +826,18 @@ func (discard) Close() error                { return nil }
 func BenchmarkLog(b *testing.B) {
 	for _, sink := range []string{"file", "discard"} {
 		b.Run(sink, func(b *testing.B) {
-			c := conf(filepath.Join(b.TempDir(), "access.log"))
-			c.Buffer = 256 << 10
-			o := Options{Config: c}
+			o := Options{Config: conf(filepath.Join(b.TempDir(), "access.log"))}
 			if sink == "discard" {
 				o.Open = opener(discard{})
 			}
-			l, err := New(o)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			r := proxiedRecord()
-			for range 100_000 { // grow the buffers
-				l.Log(r)
-			}
-			dropped := testutil.ToFloat64(l.dropped)
-			b.ReportAllocs()
-			b.ResetTimer()
+			l, reportDropped := benchLogger(b, o)
 			b.RunParallel(func(pb *testing.PB) {
 				r := proxiedRecord()
 				for pb.Next() {
 					l.Log(r)
 				}
 			})
-			b.ReportMetric((testutil.ToFloat64(l.dropped)-dropped)/float64(b.N), "dropped/op")
+			reportDropped()
 		})
 	}
 }
@@ -859,22 +846,32 @@ func BenchmarkLog(b *testing.B) {
 // writer goroutine has a core of its own and (almost) no line is dropped: the cost of a line
 // that is kept.
 func BenchmarkLogOneGoroutine(b *testing.B) {
-	c := conf("access.log")
-	c.Buffer = 256 << 10
-	l, err := New(Options{Config: c, Open: opener(discard{})})
+	l, reportDropped := benchLogger(b, Options{Config: conf("access.log"), Open: opener(discard{})})
+	r := proxiedRecord()
+	for b.Loop() {
+		l.Log(r)
+	}
+	reportDropped()
+}
+
+// benchLogger starts a logger with o and a 256 KiB buffer, closed at the end of the benchmark,
+// logs enough to grow its buffers, and resets the timer. reportDropped reports the lines dropped
+// since, per operation.
+func benchLogger(b *testing.B, o Options) (l *Logger, reportDropped func()) {
+	o.Config.Buffer = 256 << 10
+	l, err := New(o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	b.Cleanup(func() { l.Close() })
 	r := proxiedRecord()
-	for range 100_000 { // grow the buffers
+	for range 100_000 {
 		l.Log(r)
 	}
 	dropped := testutil.ToFloat64(l.dropped)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for b.Loop() {
-		l.Log(r)
+	return l, func() {
+		b.ReportMetric((testutil.ToFloat64(l.dropped)-dropped)/float64(b.N), "dropped/op")
 	}
-	b.ReportMetric((testutil.ToFloat64(l.dropped)-dropped)/float64(b.N), "dropped/op")
 }

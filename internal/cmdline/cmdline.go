@@ -1,11 +1,15 @@
 package cmdline
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 // ErrUsage reports a command line that cannot run; the problem has been written to the flag
@@ -49,4 +53,14 @@ func ExitCode(err error) int {
 		return 0
 	}
 	return 2
+}
+
+// Main runs a program whose run takes the process's arguments (after the program name) and
+// its standard output and error, with a context that ends at SIGTERM or SIGINT, and exits
+// with the code run returns.
+func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

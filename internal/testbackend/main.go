@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"pollbal/internal/cmdline"
@@ -19,11 +16,7 @@ import (
 // shutdownTimeout bounds how long in-flight requests may run after a signal.
 const shutdownTimeout = 10 * time.Second
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { cmdline.Main(run) }
 
 // run parses args, serves until ctx ends, and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
