@@ -67,7 +67,7 @@ type Server struct {
 	log           *slog.Logger
 	flog          fastLog
 	metrics       *metrics
-	ctxs          sync.Pool // *fasthttp.RequestCtx, one per stream being served
+	streams       sync.Pool // *stream, one per stream being served
 
 	mu      sync.Mutex // guards conns and done
 	conns   map[*clientConn]struct{}

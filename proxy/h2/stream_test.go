@@ -62,7 +62,7 @@ func newTestStream(t *testing.T, w http.ResponseWriter) (*StreamConn, context.Ca
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	return newStreamConn(ctx, &clientConn{Conn: a}, w), cancel
+	return &StreamConn{ctx: ctx, conn: &clientConn{Conn: a}, w: w, left: -1}, cancel
 }
 
 func TestWriteResponse(t *testing.T) {
@@ -109,7 +109,8 @@ func TestWriteResponse(t *testing.T) {
 			defer cancel()
 			var resp fasthttp.Response
 			body := tt.build(&resp)
-			if !writeResponse(rec, sc, &resp, tt.head) {
+			var hb headerBuf
+			if !writeResponse(rec, sc, &resp, tt.head, &hb) {
 				t.Error("writeResponse reported an incomplete response")
 			}
 			if rec.Code != tt.wantCode || rec.Body.String() != tt.wantBody {
