@@ -1,12 +1,12 @@
 package h2
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
+
+	"pollbal/internal/h2client"
 )
 
 var body1K = []byte(strings.Repeat("0123456789abcdef", 64))
@@ -33,35 +34,45 @@ func (b *streamBody) Close() error                       { b.pool.Put(b); return
 // BenchmarkStreams drives requests over one h2c connection on 127.0.0.1, with streams
 // streams in flight at a time, through the adapter into a handler that answers 1 KiB whole
 // (as the proxy's own answers are) or streamed with its length known (as backend responses
-// are). The client writes and reads raw frames, so that the profile is the server's.
+// are). "xnet" is the floor: x/net/http2's server alone, answering the same with an
+// http.Handler. The client writes and reads raw frames, so that the profile is the server's.
 func BenchmarkStreams(b *testing.B) {
 	bodies := &sync.Pool{}
 	bodies.New = func() any { return &streamBody{pool: bodies} }
-	handlers := []struct {
-		name string
-		h    fasthttp.RequestHandler
+	servers := []struct {
+		name  string
+		serve func(b *testing.B) string
 	}{
-		{"whole", func(ctx *fasthttp.RequestCtx) {
-			ctx.SetContentType("text/plain")
-			ctx.Response.Header.Set("X-Pollbal-Backend", "b1")
-			ctx.SetBody(body1K)
+		{"whole", func(b *testing.B) string {
+			return serveAdapter(b, func(ctx *fasthttp.RequestCtx) {
+				ctx.SetContentType("text/plain")
+				ctx.Response.Header.Set("X-Pollbal-Backend", "b1")
+				ctx.SetBody(body1K)
+			})
 		}},
-		{"streamed", func(ctx *fasthttp.RequestCtx) {
-			ctx.SetContentType("text/plain")
-			ctx.Response.Header.Set("X-Pollbal-Backend", "b1")
-			sb := bodies.Get().(*streamBody)
-			sb.r.Reset(body1K)
-			ctx.Response.SetBodyStream(sb, len(body1K))
+		{"streamed", func(b *testing.B) string {
+			return serveAdapter(b, func(ctx *fasthttp.RequestCtx) {
+				ctx.SetContentType("text/plain")
+				ctx.Response.Header.Set("X-Pollbal-Backend", "b1")
+				sb := bodies.Get().(*streamBody)
+				sb.r.Reset(body1K)
+				ctx.Response.SetBodyStream(sb, len(body1K))
+			})
 		}},
+		{"xnet", serveXNet},
 	}
-	for _, hh := range handlers {
+	for _, sv := range servers {
 		for _, streams := range []int{1, 10, 100} {
-			b.Run(hh.name+"/m="+itoa(streams), func(b *testing.B) {
-				addr := serveBench(b, hh.h)
-				cl := dialBench(b, addr)
+			b.Run(fmt.Sprintf("%s/m=%d", sv.name, streams), func(b *testing.B) {
+				addr := sv.serve(b)
+				cl, err := h2client.Dial(addr, "www.shop.test", "/index.html?q=1")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cl.Close()
 				b.ReportAllocs()
 				b.ResetTimer()
-				if err := cl.run(b.N, streams); err != nil {
+				if err := cl.Run(b.N, streams); err != nil {
 					b.Fatal(err)
 				}
 			})
@@ -69,22 +80,49 @@ func BenchmarkStreams(b *testing.B) {
 	}
 }
 
-func itoa(n int) string {
-	switch n {
-	case 1:
-		return "1"
-	case 10:
-		return "10"
-	}
-	return "100"
-}
-
-func serveBench(b *testing.B, h fasthttp.RequestHandler) string {
+// serveAdapter serves h2c on 127.0.0.1 with a Server running h, until the benchmark ends.
+func serveAdapter(b *testing.B, h fasthttp.RequestHandler) string {
 	b.Helper()
 	s, err := New(Options{Handler: h, MaxConcurrentStreams: 250, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return serveConns(b, func(c net.Conn) { s.ServeConn(c, ProtoCleartext, false) }, func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = s.Shutdown(ctx)
+	})
+}
+
+// serveXNet serves h2c on 127.0.0.1 with x/net/http2's server alone, as Server configures it,
+// and a handler that answers what the adapter's handlers answer.
+func serveXNet(b *testing.B) string {
+	b.Helper()
+	s, err := New(Options{Handler: func(*fasthttp.RequestCtx) {}, MaxConcurrentStreams: 250, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hdr := w.Header()
+		hdr["Content-Type"] = []string{"text/plain"}
+		hdr["X-Pollbal-Backend"] = []string{"b1"}
+		hdr["Content-Length"] = []string{"1024"}
+		_, _ = w.Write(body1K)
+	})
+	var conns sync.WaitGroup
+	stop := make(chan struct{})
+	return serveConns(b, func(c net.Conn) {
+		conns.Add(1)
+		defer conns.Done()
+		go func() { <-stop; _ = c.Close() }()
+		s.h2.ServeConn(c, &http2.ServeConnOpts{BaseConfig: s.base, Handler: h})
+	}, func() { close(stop); conns.Wait() })
+}
+
+// serveConns accepts connections on 127.0.0.1 and serves each with serve, until the
+// benchmark ends: then stop ends them.
+func serveConns(b *testing.B, serve func(net.Conn), stop func()) string {
+	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -92,9 +130,7 @@ func serveBench(b *testing.B, h fasthttp.RequestHandler) string {
 	var wg sync.WaitGroup
 	b.Cleanup(func() {
 		_ = ln.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = s.Shutdown(ctx)
+		stop()
 		wg.Wait()
 	})
 	wg.Add(1)
@@ -106,127 +142,8 @@ func serveBench(b *testing.B, h fasthttp.RequestHandler) string {
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); s.ServeConn(c, ProtoCleartext, false) }()
+			go func() { defer wg.Done(); serve(c) }()
 		}
 	}()
 	return ln.Addr().String()
-}
-
-// benchClient is a raw HTTP/2 client: one goroutine writes HEADERS frames, the reader counts
-// ended streams and returns flow-control credit.
-type benchClient struct {
-	c     net.Conn
-	mu    sync.Mutex // guards bw and fr's writes
-	bw    *bufio.Writer
-	fr    *http2.Framer
-	block []byte // the request's header block
-}
-
-func dialBench(b *testing.B, addr string) *benchClient {
-	b.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Close() })
-	cl := &benchClient{c: c, bw: bufio.NewWriterSize(c, 64<<10)}
-	cl.fr = http2.NewFramer(cl.bw, bufio.NewReaderSize(c, 64<<10))
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "www.shop.test"},
-		{":path", "/index.html?q=1"}, {"user-agent", "bench"}, {"accept", "*/*"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	cl.block = hb.Bytes()
-	_, _ = cl.bw.WriteString(http2.ClientPreface)
-	_ = cl.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
-	_ = cl.fr.WriteWindowUpdate(0, 1<<30)
-	if err := cl.bw.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	return cl
-}
-
-// run sends n requests, streams at a time, and returns once all were answered.
-func (cl *benchClient) run(n, streams int) error {
-	credit := make(chan struct{}, streams)
-	for range streams {
-		credit <- struct{}{}
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- cl.read(n, credit) }()
-	id := uint32(1)
-	for i := 0; i < n; i++ {
-		select {
-		case <-credit:
-		case err := <-errc:
-			return err
-		}
-		// Send what is due in one write: a batch of streams whose credit is already there.
-		cl.mu.Lock()
-		if err := cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: cl.block, EndStream: true, EndHeaders: true}); err != nil {
-			cl.mu.Unlock()
-			return err
-		}
-		id += 2
-		for ; i+1 < n && len(credit) > 0; i++ {
-			<-credit
-			_ = cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: cl.block, EndStream: true, EndHeaders: true})
-			id += 2
-		}
-		err := cl.bw.Flush()
-		cl.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return <-errc
-}
-
-func (cl *benchClient) read(n int, credit chan<- struct{}) error {
-	var owed uint32
-	for done := 0; done < n; {
-		f, err := cl.fr.ReadFrame()
-		if err != nil {
-			return err
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				cl.mu.Lock()
-				_ = cl.fr.WriteSettingsAck()
-				err = cl.bw.Flush()
-				cl.mu.Unlock()
-			}
-		case *http2.DataFrame:
-			owed += f.Length
-			if f.StreamEnded() {
-				done++
-				credit <- struct{}{}
-			}
-		case *http2.HeadersFrame:
-			if f.StreamEnded() {
-				done++
-				credit <- struct{}{}
-			}
-		case *http2.RSTStreamFrame:
-			return errors.New("stream reset by the server")
-		case *http2.GoAwayFrame:
-			return errors.New("goaway from the server")
-		}
-		if err != nil {
-			return err
-		}
-		if owed > 1<<28 {
-			cl.mu.Lock()
-			_ = cl.fr.WriteWindowUpdate(0, owed)
-			err = cl.bw.Flush()
-			cl.mu.Unlock()
-			owed = 0
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
