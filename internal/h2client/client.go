@@ -20,6 +20,7 @@ type Client struct {
 	bw    *bufio.Writer
 	fr    *http2.Framer
 	block []byte // the request's header block
+	next  uint32 // the next stream's id
 }
 
 // Dial connects to the h2c server at addr and sends the preface; every request asks for
@@ -29,7 +30,7 @@ func Dial(addr, authority, path string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{c: c, bw: bufio.NewWriterSize(c, 64<<10)}
+	cl := &Client{c: c, bw: bufio.NewWriterSize(c, 64<<10), next: 1}
 	cl.fr = http2.NewFramer(cl.bw, bufio.NewReaderSize(c, 64<<10))
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
@@ -59,7 +60,8 @@ func (cl *Client) Run(n, streams int) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- cl.read(n, credit) }()
-	id := uint32(1)
+	id := cl.next
+	defer func() { cl.next = id }()
 	for i := 0; i < n; i++ {
 		select {
 		case <-credit:

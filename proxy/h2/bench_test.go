@@ -80,14 +80,14 @@ func BenchmarkStreams(b *testing.B) {
 	}
 }
 
-// serveAdapter serves h2c on 127.0.0.1 with a Server running h, until the benchmark ends.
-func serveAdapter(b *testing.B, h fasthttp.RequestHandler) string {
-	b.Helper()
+// serveAdapter serves h2c on 127.0.0.1 with a Server running h, until the test ends.
+func serveAdapter(tb testing.TB, h fasthttp.RequestHandler) string {
+	tb.Helper()
 	s, err := New(Options{Handler: h, MaxConcurrentStreams: 250, Registerer: prometheus.NewRegistry()})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	return serveConns(b, func(c net.Conn) { s.ServeConn(c, ProtoCleartext, false) }, func() {
+	return serveConns(tb, func(c net.Conn) { s.ServeConn(c, ProtoCleartext, false) }, func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_ = s.Shutdown(ctx)
@@ -120,15 +120,15 @@ func serveXNet(b *testing.B) string {
 }
 
 // serveConns accepts connections on 127.0.0.1 and serves each with serve, until the
-// benchmark ends: then stop ends them.
-func serveConns(b *testing.B, serve func(net.Conn), stop func()) string {
-	b.Helper()
+// test ends: then stop ends them.
+func serveConns(tb testing.TB, serve func(net.Conn), stop func()) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	b.Cleanup(func() {
+	tb.Cleanup(func() {
 		_ = ln.Close()
 		stop()
 		wg.Wait()

@@ -32,28 +32,23 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 
 	st := s.getStream()
 	defer s.putStream(st)
-	st.conn = StreamConn{ctx: r.Context(), conn: c, w: w, left: -1}
-	var conn net.Conn = &st.conn
-	if c.tls != nil {
-		st.tls = tlsStreamConn{StreamConn: &st.conn, state: c.tls}
-		conn = &st.tls
-	}
+	sc, conn := newStreamConn(r.Context(), c, w)
 	ctx := &st.ctx
 	ctx.Init2(conn, s.flog, false)
-	fillRequest(&ctx.Request, r, s.requestBody(r, st))
+	fillRequest(&ctx.Request, r, s.requestBody(r, st, w))
 	s.handler(ctx)
-	if writeResponse(w, &st.conn, &ctx.Response, r.Method == http.MethodHead, &st.hdr) {
+	if writeResponse(w, sc, &ctx.Response, r.Method == http.MethodHead, &st.hdr) {
 		c.completed()
 	}
 }
 
 // stream is what serving one stream takes beyond what the HTTP/2 server gives: the
-// RequestCtx the handler runs on, the connection it sees, its request body's reader and the
-// response header's buffers. Streams are pooled, so that a stream costs none of these.
+// RequestCtx the handler runs on, its request body's reader and the response header's
+// buffers. Streams are pooled, so that a stream costs none of these. The connection the
+// handler sees is not pooled: the proxy's watchdog may ask it whether its client went away
+// after the stream ended, and must not then find another stream's answer (newStreamConn).
 type stream struct {
 	ctx  fasthttp.RequestCtx
-	conn StreamConn
-	tls  tlsStreamConn
 	body bodyReader
 	hdr  headerBuf
 }
@@ -75,8 +70,6 @@ func (s *Server) putStream(st *stream) {
 	}
 	st.ctx.Request.Reset()
 	st.ctx.Response.Reset()
-	st.conn = StreamConn{}
-	st.tls = tlsStreamConn{}
 	st.body = bodyReader{}
 	st.hdr.reset()
 	s.streams.Put(st)
@@ -109,11 +102,11 @@ func fillRequest(req *fasthttp.Request, r *http.Request, body io.Reader) {
 // requestBody is the body of r as the handler reads it, nil when r has none: each read must
 // bring bytes within clientTimeout (proxy.client_timeout, as for an HTTP/1.1 body), and the
 // handler cannot close it (the HTTP/2 server does when the stream ends).
-func (s *Server) requestBody(r *http.Request, st *stream) io.Reader {
+func (s *Server) requestBody(r *http.Request, st *stream, w http.ResponseWriter) io.Reader {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
 	}
-	st.body = bodyReader{r: r.Body, w: st.conn.w, timeout: s.clientTimeout}
+	st.body = bodyReader{r: r.Body, w: w, timeout: s.clientTimeout}
 	return &st.body
 }
 
@@ -307,6 +300,18 @@ type StreamConn struct {
 	left int64 // bytes of a streamed body of known length still to come; -1: unknown
 }
 
+// newStreamConn is the connection of a stream of c: sc, and conn as the handler sees it,
+// which is sc on a TLS connection's tlsStreamConn. One allocation either way; never reused,
+// so that Gone stays true once the stream ended.
+func newStreamConn(ctx context.Context, c *clientConn, w http.ResponseWriter) (sc *StreamConn, conn net.Conn) {
+	if c.tls != nil {
+		t := &tlsStreamConn{StreamConn: StreamConn{ctx: ctx, conn: c, w: w, left: -1}, state: c.tls}
+		return &t.StreamConn, t
+	}
+	sc = &StreamConn{ctx: ctx, conn: c, w: w, left: -1}
+	return sc, sc
+}
+
 // Gone reports whether the stream's client reset it or went away.
 func (s *StreamConn) Gone() bool { return s.ctx.Err() != nil }
 
@@ -353,7 +358,7 @@ func (s *StreamConn) SetWriteDeadline(time.Time) error { return nil }
 // tlsStreamConn is a StreamConn on a TLS connection: fasthttp's RequestCtx.IsTLS looks for
 // these two methods.
 type tlsStreamConn struct {
-	*StreamConn
+	StreamConn
 	state *tls.ConnectionState
 }
 

@@ -8,8 +8,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/internal/h2client"
+	"pollbal/internal/testproc"
 )
 
 func TestFillRequest(t *testing.T) {
@@ -143,7 +147,7 @@ func TestStreamGone(t *testing.T) {
 	if gone, ok := StreamGone(sc); !ok || !gone {
 		t.Errorf("reset stream: gone %v, is stream %v", gone, ok)
 	}
-	if gone, ok := StreamGone(&tlsStreamConn{StreamConn: sc}); !ok || !gone {
+	if gone, ok := StreamGone(&tlsStreamConn{StreamConn: *sc}); !ok || !gone {
 		t.Errorf("reset TLS stream: gone %v, is stream %v", gone, ok)
 	}
 	a, b := net.Pipe()
@@ -151,5 +155,40 @@ func TestStreamGone(t *testing.T) {
 	defer b.Close()
 	if _, ok := StreamGone(a); ok {
 		t.Error("a plain connection taken for a stream")
+	}
+}
+
+// Regression: the proxy's watchdog asks a forward's client connection whether it went away
+// from its own goroutine, possibly after the stream ended. A StreamConn pooled with the
+// stream's other state was then another stream's (or zeroed: a nil pointer panic under
+// h2load -m 100). Each stream gets its own, which stays gone once its stream ended.
+func TestStreamConnOutlivesItsStream(t *testing.T) {
+	conns := make(chan net.Conn, 2)
+	addr := serveAdapter(t, func(ctx *fasthttp.RequestCtx) {
+		conns <- ctx.Conn()
+		ctx.SetBodyString("ok")
+	})
+	cl, err := h2client.Dial(addr, "shop.test", "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.Run(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	first := <-conns
+	testproc.WaitFor(t, 5*time.Second, "the first stream gone", func() bool {
+		gone, _ := StreamGone(first)
+		return gone
+	})
+	if err := cl.Run(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	second := <-conns
+	if first == second {
+		t.Fatal("the second stream got the first one's connection")
+	}
+	if gone, isStream := StreamGone(first); !isStream || !gone {
+		t.Errorf("first stream after the second: gone %v, is stream %v; want gone", gone, isStream)
 	}
 }
