@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the floor benchmark serves with x/net/http2's ServeConn, as Server does (see server.go).
+
 package h2
 
 import (

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"pollbal/protocol"
 )
 
 // protoHTTP2 is the protocol a stream's request carries, as the access log names it; the
@@ -165,50 +163,36 @@ func writeResponse(w http.ResponseWriter, sc *StreamConn, resp *fasthttp.Respons
 
 // headerBuf turns a fasthttp response header into the HTTP/2 server's http.Header with two
 // allocations whatever the number of fields: one string holding every name and value, and
-// one slice holding every value. Common names are constants and take no room. It is used by
-// the stream's handler goroutine only.
+// one slice holding every value. It is used by the stream's handler goroutine only.
 type headerBuf struct {
 	buf  []byte
-	ends []int // where each name or value ends in buf, in the order appended; -1: a constant name
+	ends []int // where each name and each value ends in buf, in the order appended
 }
 
 // fill sets hdr to the fields of h less those HTTP/2 forbids, and Content-Length to length
-// when it is 0 or more.
+// when it is 0 or more. The strings are copies: hb may be reset and refilled while hdr lives.
 func (hb *headerBuf) fill(hdr http.Header, h *fasthttp.ResponseHeader, length int) {
-	fields := 0
 	for k, v := range h.All() {
 		if connectionSpecific(k) || string(k) == fasthttp.HeaderContentLength {
 			continue
 		}
-		if commonName(k) == "" {
-			hb.buf = append(hb.buf, k...)
-			hb.ends = append(hb.ends, len(hb.buf))
-		} else {
-			hb.ends = append(hb.ends, -1)
-		}
+		hb.buf = append(hb.buf, k...)
+		hb.ends = append(hb.ends, len(hb.buf))
 		hb.buf = append(hb.buf, v...)
 		hb.ends = append(hb.ends, len(hb.buf))
-		fields++
 	}
+	fields := len(hb.ends) / 2
 	if length >= 0 {
 		hb.buf = strconv.AppendInt(hb.buf, int64(length), 10)
 		fields++
 	}
 	all := string(hb.buf)
 	values := make([]string, fields)
-	from, i, j := 0, 0, 0
-	for k := range h.All() {
-		if connectionSpecific(k) || string(k) == fasthttp.HeaderContentLength {
-			continue
-		}
-		name := commonName(k)
-		if hb.ends[i] >= 0 {
-			name = all[from:hb.ends[i]]
-			from = hb.ends[i]
-		}
-		values[j] = all[from:hb.ends[i+1]]
+	from := 0
+	for i := 0; i < len(hb.ends); i += 2 {
+		name, j := all[from:hb.ends[i]], i/2
+		values[j] = all[hb.ends[i]:hb.ends[i+1]]
 		from = hb.ends[i+1]
-		i += 2
 		// A name that comes more than once keeps every value; the slices are capped so
 		// that appending to one never writes over the next.
 		if prev, ok := hdr[name]; ok {
@@ -216,53 +200,16 @@ func (hb *headerBuf) fill(hdr http.Header, h *fasthttp.ResponseHeader, length in
 		} else {
 			hdr[name] = values[j : j+1 : j+1]
 		}
-		j++
 	}
 	if length >= 0 {
-		values[j] = all[from:]
-		hdr[fasthttp.HeaderContentLength] = values[j : j+1 : j+1]
+		values[fields-1] = all[from:]
+		hdr[fasthttp.HeaderContentLength] = values[fields-1:]
 	}
 }
 
 func (hb *headerBuf) reset() {
 	hb.buf = hb.buf[:0]
 	hb.ends = hb.ends[:0]
-}
-
-// commonName is name as a constant when it is one of the response header fields most
-// responses carry, else "".
-func commonName(name []byte) string {
-	switch string(name) {
-	case fasthttp.HeaderContentType:
-		return fasthttp.HeaderContentType
-	case fasthttp.HeaderServer:
-		return fasthttp.HeaderServer
-	case fasthttp.HeaderDate:
-		return fasthttp.HeaderDate
-	case fasthttp.HeaderContentEncoding:
-		return fasthttp.HeaderContentEncoding
-	case fasthttp.HeaderCacheControl:
-		return fasthttp.HeaderCacheControl
-	case fasthttp.HeaderETag:
-		return fasthttp.HeaderETag
-	case fasthttp.HeaderLastModified:
-		return fasthttp.HeaderLastModified
-	case fasthttp.HeaderVary:
-		return fasthttp.HeaderVary
-	case fasthttp.HeaderSetCookie:
-		return fasthttp.HeaderSetCookie
-	case fasthttp.HeaderLocation:
-		return fasthttp.HeaderLocation
-	case fasthttp.HeaderAcceptRanges:
-		return fasthttp.HeaderAcceptRanges
-	case fasthttp.HeaderExpires:
-		return fasthttp.HeaderExpires
-	case protocol.HeaderBackend:
-		return protocol.HeaderBackend
-	case protocol.HeaderPool:
-		return protocol.HeaderPool
-	}
-	return ""
 }
 
 // copyStream copies a streamed body to the stream: through its own WriteTo when it has one

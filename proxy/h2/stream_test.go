@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,43 @@ func TestStreamConnOutlivesItsStream(t *testing.T) {
 	}
 	if gone, isStream := StreamGone(first); !isStream || !gone {
 		t.Errorf("first stream after the second: gone %v, is stream %v; want gone", gone, isStream)
+	}
+}
+
+func TestHeaderBufFill(t *testing.T) {
+	tests := []struct {
+		name   string
+		fields [][2]string
+		length int
+		want   http.Header
+	}{
+		{name: "fields and the length", fields: [][2]string{{"X-Pollbal-Backend", "web-1"}, {"Cache-Control", "no-store"}},
+			length: 1024, want: http.Header{"X-Pollbal-Backend": {"web-1"}, "Cache-Control": {"no-store"}, "Content-Length": {"1024"}}},
+		{name: "a repeated field keeps every value", fields: [][2]string{{"X-Multi", "1"}, {"X-Other", "o"}, {"X-Multi", "2"}},
+			length: -1, want: http.Header{"X-Multi": {"1", "2"}, "X-Other": {"o"}}},
+		{name: "connection-specific fields and the handler's length dropped",
+			fields: [][2]string{{"Keep-Alive", "timeout=5"}, {"Upgrade", "h2c"}, {"Content-Length", "99"}, {"X-Kept", "k"}},
+			length: 0, want: http.Header{"X-Kept": {"k"}, "Content-Length": {"0"}}},
+	}
+	var hb headerBuf
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var resp fasthttp.Response
+			for _, f := range tt.fields {
+				resp.Header.Add(f[0], f[1])
+			}
+			hdr := http.Header{}
+			hb.fill(hdr, &resp.Header, tt.length)
+			hb.reset()
+			// Refilled with other fields, the buffer must not change what hdr holds.
+			var other fasthttp.Response
+			other.Header.Set("X-Overwrite", strings.Repeat("z", 64))
+			hb.fill(http.Header{}, &other.Header, 5)
+			hb.reset()
+			delete(hdr, "Content-Type") // fasthttp's default, not under test here
+			if !reflect.DeepEqual(hdr, tt.want) {
+				t.Errorf("got %v, want %v", hdr, tt.want)
+			}
+		})
 	}
 }
