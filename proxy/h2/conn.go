@@ -27,8 +27,8 @@ const (
 // goes through the frame watch first, and a connection that resets streams faster than it
 // lets them complete, or floods a header block, is closed before the server sees the frame
 // that crossed the line: the watch sees the bytes as they come into the read buffer, before
-// the server reads them from it. Read belongs to the server's reading goroutine; completed is called
-// by the streams' handlers; Close by anyone, once or more.
+// the server reads them from it. Read belongs to the server's reading goroutine; completed
+// is called by the streams' handlers; Close by anyone, once or more.
 type clientConn struct {
 	net.Conn
 	in     *bufio.Reader        // reads through watchedReader

@@ -126,8 +126,8 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 
 // writeResponse writes the handler's response to the stream: status, header fields less
 // those HTTP/2 forbids, and the body; a streamed body is copied as it arrives and then
-// closed (which ends its forward and releases its lease). hb holds the header fields' strings
-// while the stream lives. It reports whether the whole response was written.
+// closed (which ends its forward and releases its lease). hb is the stream's scratch space
+// for the header fields. It reports whether the whole response was written.
 //
 // A whole body is written without a flush, so that the HTTP/2 server sends it with the
 // header block and END_STREAM once the handler returns. A streamed body of known length is
