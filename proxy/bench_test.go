@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"pollbal/configs"
 	"pollbal/internal/accesslog"
 	"pollbal/internal/configtest"
+	"pollbal/internal/h2client"
 )
 
 var body1K = []byte(strings.Repeat("0123456789abcdef", 64))
@@ -119,6 +121,35 @@ func BenchmarkProxy(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkHTTP2 measures proxied 1 KiB GETs as HTTP/2 streams: a raw-frame h2c client on
+// 127.0.0.1 keeps streams streams in flight on one connection, each forwarded over loopback to
+// the backend; allocs/op include the backend's.
+func BenchmarkHTTP2(b *testing.B) {
+	be := startBackend(b, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/plain")
+		ctx.SetBody(body1K)
+	})
+	cfg := configtest.New([]configs.App{{Name: "shop", Hosts: []string{"shop.test", "*.shop.test"}}},
+		[]configs.Backend{{ID: "b1", Address: be.addr, Capacity: 4096}}, tieBreakID)
+	cfg.HTTP2.H2C = true
+	e := newEnv(b, cfg, "b1")
+	addr := e.serveTCP(b)
+	for _, streams := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("m=%d", streams), func(b *testing.B) {
+			cl, err := h2client.Dial(addr, "www.shop.test", "/index.html")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			if err := cl.Run(b.N, streams); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }
 
 // BenchmarkOwnAnswer measures a request pollbal answers itself (404 no_app: no backend, no

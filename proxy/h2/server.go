@@ -67,7 +67,7 @@ type Server struct {
 	log           *slog.Logger
 	flog          fastLog
 	metrics       *metrics
-	ctxs          sync.Pool // *fasthttp.RequestCtx, one per stream being served
+	streams       sync.Pool // *stream, one per stream being served
 
 	mu      sync.Mutex // guards conns and done
 	conns   map[*clientConn]struct{}
@@ -123,7 +123,7 @@ func New(o Options) (*Server, error) {
 // ServeConn serves the HTTP/2 connection nc until it ends, and closes it. proto is ProtoTLS
 // or ProtoCleartext; sawPreface says that the client preface was already read from nc.
 func (s *Server) ServeConn(nc net.Conn, proto string, sawPreface bool) {
-	c := &clientConn{Conn: nc, proto: proto, s: s, watch: newFrameWatch(!sawPreface, s.maxHdr)}
+	c := newClientConn(nc, proto, s, newFrameWatch(!sawPreface, s.maxHdr))
 	// Only the TLS listener's connections: an h2c one reports a ConnectionState too (the
 	// proxy's preface check), without TLS.
 	if st, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok && proto == ProtoTLS {

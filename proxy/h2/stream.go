@@ -28,39 +28,49 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	gauge.Inc()
 	defer gauge.Dec()
 
-	sc := newStreamConn(r.Context(), c, w)
-	var conn net.Conn = sc
-	if c.tls != nil {
-		conn = &tlsStreamConn{StreamConn: sc, state: c.tls}
-	}
-	ctx := s.getCtx()
-	defer s.putCtx(ctx)
+	st := s.getStream()
+	defer s.putStream(st)
+	sc, conn := newStreamConn(r.Context(), c, w)
+	ctx := &st.ctx
 	ctx.Init2(conn, s.flog, false)
-	fillRequest(&ctx.Request, r, s.requestBody(r, sc))
+	fillRequest(&ctx.Request, r, s.requestBody(r, st, w))
 	s.handler(ctx)
-	if writeResponse(w, sc, &ctx.Response, r.Method == http.MethodHead) {
+	if writeResponse(w, sc, &ctx.Response, r.Method == http.MethodHead, &st.hdr) {
 		c.completed()
 	}
 }
 
-// getCtx takes a RequestCtx from the pool; putCtx resets it and puts it back. The handler
+// stream is what serving one stream takes beyond what the HTTP/2 server gives: the
+// RequestCtx the handler runs on, its request body's reader and the response header's
+// buffers. Streams are pooled, so that a stream costs none of these. The connection the
+// handler sees is not pooled: the proxy's watchdog may ask it whether its client went away
+// after the stream ended, and must not then find another stream's answer (newStreamConn).
+type stream struct {
+	ctx  fasthttp.RequestCtx
+	body bodyReader
+	hdr  headerBuf
+}
+
+// getStream takes a stream from the pool; putStream resets it and puts it back. The handler
 // keeps nothing of a request once it returned and its response was written (a streamed body
 // is closed by then); a RequestCtx it hijacked (which HTTP/2 requests never ask for) is not
 // reused.
-func (s *Server) getCtx() *fasthttp.RequestCtx {
-	if ctx, ok := s.ctxs.Get().(*fasthttp.RequestCtx); ok {
-		return ctx
+func (s *Server) getStream() *stream {
+	if st, ok := s.streams.Get().(*stream); ok {
+		return st
 	}
-	return &fasthttp.RequestCtx{}
+	return &stream{}
 }
 
-func (s *Server) putCtx(ctx *fasthttp.RequestCtx) {
-	if ctx.Hijacked() {
+func (s *Server) putStream(st *stream) {
+	if st.ctx.Hijacked() {
 		return
 	}
-	ctx.Request.Reset()
-	ctx.Response.Reset()
-	s.ctxs.Put(ctx)
+	st.ctx.Request.Reset()
+	st.ctx.Response.Reset()
+	st.body = bodyReader{}
+	st.hdr.reset()
+	s.streams.Put(st)
 }
 
 // fillRequest makes req the stream's request r: method, target, :authority as Host, the
@@ -90,51 +100,50 @@ func fillRequest(req *fasthttp.Request, r *http.Request, body io.Reader) {
 // requestBody is the body of r as the handler reads it, nil when r has none: each read must
 // bring bytes within clientTimeout (proxy.client_timeout, as for an HTTP/1.1 body), and the
 // handler cannot close it (the HTTP/2 server does when the stream ends).
-func (s *Server) requestBody(r *http.Request, sc *StreamConn) io.Reader {
+func (s *Server) requestBody(r *http.Request, st *stream, w http.ResponseWriter) io.Reader {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
 	}
-	return &bodyReader{r: r.Body, rc: sc.rc, timeout: s.clientTimeout}
+	st.body = bodyReader{r: r.Body, w: w, timeout: s.clientTimeout}
+	return &st.body
 }
 
 // bodyReader reads a stream's request body with a deadline on each read.
 type bodyReader struct {
 	r       io.Reader
-	rc      *http.ResponseController
-	timeout time.Duration // 0: none
+	w       http.ResponseWriter // sets the read deadline (x/net's does; others may not)
+	timeout time.Duration       // 0: none
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	if b.timeout > 0 {
-		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+		if d, ok := b.w.(interface{ SetReadDeadline(time.Time) error }); ok {
+			_ = d.SetReadDeadline(time.Now().Add(b.timeout))
+		}
 	}
 	return b.r.Read(p)
 }
 
 // writeResponse writes the handler's response to the stream: status, header fields less
 // those HTTP/2 forbids, and the body; a streamed body is copied as it arrives and then
-// closed (which ends its forward and releases its lease). It reports whether the whole
-// response was written.
-func writeResponse(w http.ResponseWriter, sc *StreamConn, resp *fasthttp.Response, head bool) bool {
-	hdr := w.Header()
-	for k, v := range resp.Header.All() {
-		name := string(k)
-		if connectionSpecific(name) || name == fasthttp.HeaderContentLength {
-			continue
-		}
-		hdr[name] = append(hdr[name], string(v))
-	}
+// closed (which ends its forward and releases its lease). hb is the stream's scratch space
+// for the header fields. It reports whether the whole response was written.
+//
+// A whole body is written without a flush, so that the HTTP/2 server sends it with the
+// header block and END_STREAM once the handler returns. A streamed body of known length is
+// flushed piece by piece but for its last piece, which goes out with END_STREAM.
+func writeResponse(w http.ResponseWriter, sc *StreamConn, resp *fasthttp.Response, head bool, hb *headerBuf) bool {
 	code := resp.StatusCode()
 	streamed := resp.IsBodyStream()
+	length := -1
 	switch n := resp.Header.ContentLength(); {
 	case !bodyAllowed(code):
 	case streamed || head:
-		if n >= 0 {
-			hdr.Set(fasthttp.HeaderContentLength, strconv.Itoa(n))
-		}
+		length = n
 	default:
-		hdr.Set(fasthttp.HeaderContentLength, strconv.Itoa(len(resp.Body())))
+		length = len(resp.Body())
 	}
+	hb.fill(w.Header(), &resp.Header, length)
 	w.WriteHeader(code)
 	if !streamed {
 		if head || !bodyAllowed(code) {
@@ -147,8 +156,60 @@ func writeResponse(w http.ResponseWriter, sc *StreamConn, resp *fasthttp.Respons
 	if err := sc.flush(); err != nil {
 		return false
 	}
+	sc.left = int64(length)
 	_, err := copyStream(sc, resp.BodyStream())
 	return err == nil
+}
+
+// headerBuf turns a fasthttp response header into the HTTP/2 server's http.Header with two
+// allocations whatever the number of fields: one string holding every name and value, and
+// one slice holding every value. It is used by the stream's handler goroutine only.
+type headerBuf struct {
+	buf  []byte
+	ends []int // where each name and each value ends in buf, in the order appended
+}
+
+// fill sets hdr to the fields of h less those HTTP/2 forbids, and Content-Length to length
+// when it is 0 or more. The strings are copies: hb may be reset and refilled while hdr lives.
+func (hb *headerBuf) fill(hdr http.Header, h *fasthttp.ResponseHeader, length int) {
+	for k, v := range h.All() {
+		if connectionSpecific(k) || string(k) == fasthttp.HeaderContentLength {
+			continue
+		}
+		hb.buf = append(hb.buf, k...)
+		hb.ends = append(hb.ends, len(hb.buf))
+		hb.buf = append(hb.buf, v...)
+		hb.ends = append(hb.ends, len(hb.buf))
+	}
+	fields := len(hb.ends) / 2
+	if length >= 0 {
+		hb.buf = strconv.AppendInt(hb.buf, int64(length), 10)
+		fields++
+	}
+	all := string(hb.buf)
+	values := make([]string, fields)
+	from := 0
+	for i := 0; i < len(hb.ends); i += 2 {
+		name, j := all[from:hb.ends[i]], i/2
+		values[j] = all[hb.ends[i]:hb.ends[i+1]]
+		from = hb.ends[i+1]
+		// A name that comes more than once keeps every value; the slices are capped so
+		// that appending to one never writes over the next.
+		if prev, ok := hdr[name]; ok {
+			hdr[name] = append(prev, values[j])
+		} else {
+			hdr[name] = values[j : j+1 : j+1]
+		}
+	}
+	if length >= 0 {
+		values[fields-1] = all[from:]
+		hdr[fasthttp.HeaderContentLength] = values[fields-1:]
+	}
+}
+
+func (hb *headerBuf) reset() {
+	hb.buf = hb.buf[:0]
+	hb.ends = hb.ends[:0]
 }
 
 // copyStream copies a streamed body to the stream: through its own WriteTo when it has one
@@ -166,8 +227,8 @@ func bodyAllowed(code int) bool {
 }
 
 // connectionSpecific reports the header fields HTTP/2 forbids (RFC 9113 §8.2.2).
-func connectionSpecific(name string) bool {
-	switch name {
+func connectionSpecific(name []byte) bool {
+	switch string(name) {
 	case fasthttp.HeaderConnection, "Keep-Alive", "Proxy-Connection", fasthttp.HeaderTransferEncoding, fasthttp.HeaderUpgrade:
 		return true
 	}
@@ -183,26 +244,51 @@ type StreamConn struct {
 	ctx  context.Context
 	conn net.Conn
 	w    http.ResponseWriter
-	rc   *http.ResponseController
+	left int64 // bytes of a streamed body of known length still to come; -1: unknown
 }
 
-func newStreamConn(ctx context.Context, c *clientConn, w http.ResponseWriter) *StreamConn {
-	return &StreamConn{ctx: ctx, conn: c, w: w, rc: http.NewResponseController(w)}
+// newStreamConn is the connection of a stream of c: sc, and conn as the handler sees it,
+// which is sc on a TLS connection's tlsStreamConn. One allocation either way; never reused,
+// so that Gone stays true once the stream ended.
+func newStreamConn(ctx context.Context, c *clientConn, w http.ResponseWriter) (sc *StreamConn, conn net.Conn) {
+	if c.tls != nil {
+		t := &tlsStreamConn{StreamConn: StreamConn{ctx: ctx, conn: c, w: w, left: -1}, state: c.tls}
+		return &t.StreamConn, t
+	}
+	sc = &StreamConn{ctx: ctx, conn: c, w: w, left: -1}
+	return sc, sc
 }
 
 // Gone reports whether the stream's client reset it or went away.
 func (s *StreamConn) Gone() bool { return s.ctx.Err() != nil }
 
-// Write writes p to the stream's body and flushes it.
+// Write writes p to the stream's body and flushes it, but for the last piece of a body of
+// known length: the HTTP/2 server sends that with END_STREAM when the handler returns.
 func (s *StreamConn) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	if err != nil {
 		return n, err
 	}
+	if s.left >= 0 {
+		s.left -= int64(n)
+		if s.left <= 0 {
+			return n, nil
+		}
+	}
 	return n, s.flush()
 }
 
-func (s *StreamConn) flush() error { return s.rc.Flush() }
+// flush sends what was written to the stream: the HTTP/2 server's writer has FlushError.
+func (s *StreamConn) flush() error {
+	switch f := s.w.(type) {
+	case interface{ FlushError() error }:
+		return f.FlushError()
+	case http.Flusher:
+		f.Flush()
+		return nil
+	}
+	return http.ErrNotSupported
+}
 
 // Read reads nothing: a stream's request body is the request's body stream.
 func (s *StreamConn) Read([]byte) (int, error) { return 0, io.EOF }
@@ -219,7 +305,7 @@ func (s *StreamConn) SetWriteDeadline(time.Time) error { return nil }
 // tlsStreamConn is a StreamConn on a TLS connection: fasthttp's RequestCtx.IsTLS looks for
 // these two methods.
 type tlsStreamConn struct {
-	*StreamConn
+	StreamConn
 	state *tls.ConnectionState
 }
 

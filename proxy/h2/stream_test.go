@@ -6,10 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"pollbal/internal/h2client"
+	"pollbal/internal/testproc"
 )
 
 func TestFillRequest(t *testing.T) {
@@ -62,7 +67,7 @@ func newTestStream(t *testing.T, w http.ResponseWriter) (*StreamConn, context.Ca
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	return newStreamConn(ctx, &clientConn{Conn: a}, w), cancel
+	return &StreamConn{ctx: ctx, conn: &clientConn{Conn: a}, w: w, left: -1}, cancel
 }
 
 func TestWriteResponse(t *testing.T) {
@@ -109,7 +114,8 @@ func TestWriteResponse(t *testing.T) {
 			defer cancel()
 			var resp fasthttp.Response
 			body := tt.build(&resp)
-			if !writeResponse(rec, sc, &resp, tt.head) {
+			var hb headerBuf
+			if !writeResponse(rec, sc, &resp, tt.head, &hb) {
 				t.Error("writeResponse reported an incomplete response")
 			}
 			if rec.Code != tt.wantCode || rec.Body.String() != tt.wantBody {
@@ -142,7 +148,7 @@ func TestStreamGone(t *testing.T) {
 	if gone, ok := StreamGone(sc); !ok || !gone {
 		t.Errorf("reset stream: gone %v, is stream %v", gone, ok)
 	}
-	if gone, ok := StreamGone(&tlsStreamConn{StreamConn: sc}); !ok || !gone {
+	if gone, ok := StreamGone(&tlsStreamConn{StreamConn: *sc}); !ok || !gone {
 		t.Errorf("reset TLS stream: gone %v, is stream %v", gone, ok)
 	}
 	a, b := net.Pipe()
@@ -150,5 +156,78 @@ func TestStreamGone(t *testing.T) {
 	defer b.Close()
 	if _, ok := StreamGone(a); ok {
 		t.Error("a plain connection taken for a stream")
+	}
+}
+
+// Regression: the proxy's watchdog asks a forward's client connection whether it went away
+// from its own goroutine, possibly after the stream ended. A StreamConn pooled with the
+// stream's other state was then another stream's (or zeroed: a nil pointer panic under
+// h2load -m 100). Each stream gets its own, which stays gone once its stream ended.
+func TestStreamConnOutlivesItsStream(t *testing.T) {
+	conns := make(chan net.Conn, 2)
+	addr := serveAdapter(t, func(ctx *fasthttp.RequestCtx) {
+		conns <- ctx.Conn()
+		ctx.SetBodyString("ok")
+	})
+	cl, err := h2client.Dial(addr, "shop.test", "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.Run(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	first := <-conns
+	testproc.WaitFor(t, 5*time.Second, "the first stream gone", func() bool {
+		gone, _ := StreamGone(first)
+		return gone
+	})
+	if err := cl.Run(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	second := <-conns
+	if first == second {
+		t.Fatal("the second stream got the first one's connection")
+	}
+	if gone, isStream := StreamGone(first); !isStream || !gone {
+		t.Errorf("first stream after the second: gone %v, is stream %v; want gone", gone, isStream)
+	}
+}
+
+func TestHeaderBufFill(t *testing.T) {
+	tests := []struct {
+		name   string
+		fields [][2]string
+		length int
+		want   http.Header
+	}{
+		{name: "fields and the length", fields: [][2]string{{"X-Pollbal-Backend", "web-1"}, {"Cache-Control", "no-store"}},
+			length: 1024, want: http.Header{"X-Pollbal-Backend": {"web-1"}, "Cache-Control": {"no-store"}, "Content-Length": {"1024"}}},
+		{name: "a repeated field keeps every value", fields: [][2]string{{"X-Multi", "1"}, {"X-Other", "o"}, {"X-Multi", "2"}},
+			length: -1, want: http.Header{"X-Multi": {"1", "2"}, "X-Other": {"o"}}},
+		{name: "connection-specific fields and the handler's length dropped",
+			fields: [][2]string{{"Keep-Alive", "timeout=5"}, {"Upgrade", "h2c"}, {"Content-Length", "99"}, {"X-Kept", "k"}},
+			length: 0, want: http.Header{"X-Kept": {"k"}, "Content-Length": {"0"}}},
+	}
+	var hb headerBuf
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var resp fasthttp.Response
+			for _, f := range tt.fields {
+				resp.Header.Add(f[0], f[1])
+			}
+			hdr := http.Header{}
+			hb.fill(hdr, &resp.Header, tt.length)
+			hb.reset()
+			// Refilled with other fields, the buffer must not change what hdr holds.
+			var other fasthttp.Response
+			other.Header.Set("X-Overwrite", strings.Repeat("z", 64))
+			hb.fill(http.Header{}, &other.Header, 5)
+			hb.reset()
+			delete(hdr, "Content-Type") // fasthttp's default, not under test here
+			if !reflect.DeepEqual(hdr, tt.want) {
+				t.Errorf("got %v, want %v", hdr, tt.want)
+			}
+		})
 	}
 }
