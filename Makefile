@@ -55,6 +55,8 @@ test:
 	  echo "NOTE: the shellcheck tests were SKIPPED: no shellcheck installed (apt-get install -y shellcheck)"
 	@command -v groff >/dev/null 2>&1 || \
 	  echo "NOTE: the man page was not rendered: no groff installed (apt-get install -y groff-base man-db)"
+	@command -v h2spec >/dev/null 2>&1 || \
+	  echo "NOTE: the HTTP/2 conformance test was SKIPPED: no h2spec installed (go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible)"
 
 # gofmt lists the files it would change; any line fails the target (and is printed, whole).
 lint:
