@@ -19,9 +19,7 @@ import (
 // h2specExceptions are the h2spec cases pollbal fails, by package and case name; docs/http2.md
 // names each package and says why.
 var h2specExceptions = map[string]bool{
-	"http2/6.5.3: Sends multiple values of SETTINGS_INITIAL_WINDOW_SIZE":                                          true,
-	"http2/8.1.2.2: Sends a HEADERS frame that contains the connection-specific header field":                     true,
-	`http2/8.1.2.2: Sends a HEADERS frame that contains the TE header field with any value other than "trailers"`: true,
+	"http2/6.5.3: Sends multiple values of SETTINGS_INITIAL_WINDOW_SIZE": true,
 }
 
 // h2specReport is the part of h2spec's JUnit report the test reads.

@@ -21,6 +21,7 @@ var errCutOff = errors.New("http/2 client cut off")
 const (
 	reasonRapidReset   = "rapid_reset"
 	reasonContinuation = "continuation"
+	reasonMalformed    = "malformed" // a header block with a connection-specific field
 )
 
 // clientConn is an HTTP/2 client connection as the HTTP/2 server reads it: every byte read
@@ -66,9 +67,9 @@ func (c *clientConn) readWatched(p []byte) (int, error) {
 		return 0, errCutOff
 	}
 	n, err := c.Conn.Read(p)
-	resets, flood := c.watch.feed(p[:n])
-	if flood {
-		c.cutOff(reasonContinuation)
+	resets, cut := c.watch.feed(p[:n])
+	if cut != "" {
+		c.cutOff(cut)
 		return 0, errCutOff
 	}
 	for range resets {

@@ -12,9 +12,11 @@
 // come into the connection's read buffer, before the HTTP/2 server reads them (frames.go,
 // conn.go): a client that resets streams faster than it lets them complete (rapid reset,
 // CVE-2023-44487) and one whose header block grows past http2.max_header_bytes on the wire (a
-// CONTINUATION flood, CVE-2024-27316) are cut off by closing the connection, and counted in
-// pollbal_http2_resets_total. The decision on resets is
-// a pure function of the connection's reset debt (reset.go).
+// CONTINUATION flood, CVE-2024-27316) are cut off by closing the connection, and so is one
+// that sends a request with a connection-specific header field, which HTTP/2 calls malformed
+// (x/net/http2 would answer it 400 itself): the watch decodes every header block in step with
+// the server's decoder. Each cut is counted in pollbal_http2_resets_total. The decision on
+// resets is a pure function of the connection's reset debt (reset.go).
 //
 // Server is safe for concurrent use; a connection's state belongs to the goroutines the HTTP/2
 // server runs for it.

@@ -217,7 +217,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"proto"})
 	resets := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pollbal_http2_resets_total",
-		Help: "HTTP/2 client connections cut off, by proto and reason: rapid_reset (streams reset faster than completed), continuation (a header block over http2.max_header_bytes).",
+		Help: "HTTP/2 client connections cut off, by proto and reason: rapid_reset (streams reset faster than completed), continuation (a header block over http2.max_header_bytes), malformed (a request with a connection-specific header field).",
 	}, []string{"proto", "reason"})
 	for _, c := range []prometheus.Collector{streams, resets} {
 		if err := reg.Register(c); err != nil {
@@ -228,7 +228,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, proto := range []string{ProtoTLS, ProtoCleartext} {
 		m.streams[proto] = streams.WithLabelValues(proto)
 		m.cuts[proto] = map[string]prometheus.Counter{}
-		for _, reason := range []string{reasonRapidReset, reasonContinuation} {
+		for _, reason := range []string{reasonRapidReset, reasonContinuation, reasonMalformed} {
 			m.cuts[proto][reason] = resets.WithLabelValues(proto, reason)
 		}
 	}
