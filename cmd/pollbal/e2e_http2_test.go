@@ -351,6 +351,10 @@ func TestEndToEndHTTP2(t *testing.T) {
 		before := s.def.stats(t).Requests
 		rc := dialRawH2(t, s.tlsAddr, s.pair)
 		rc.headers(t, 1, true, "other.test", "/")
+		rc.flush(t)
+		if status := rc.waitStatus(t, 1); status != "200" {
+			t.Fatalf("stream 1 answered %q, want 200", status)
+		}
 		rc.headers(t, 3, true, "other.test", "/", hpack.HeaderField{Name: "connection", Value: "keep-alive"})
 		rc.flush(t)
 		err := rc.waitClosed(t)
@@ -358,9 +362,9 @@ func TestEndToEndHTTP2(t *testing.T) {
 		testproc.WaitFor(t, 5*time.Second, "the malformed request counted", func() bool {
 			return s.metric(t, `pollbal_http2_resets_total{proto="h2",reason="malformed"}`) == 1
 		})
-		// Stream 1 came before the malformed one: it may have been forwarded, never stream 3.
-		if n := s.def.stats(t).Requests - before; n > 1 {
-			t.Errorf("%d requests reached the backend, want stream 1's at most", n)
+		// Stream 1, answered before the malformed one came, reached the backend; stream 3 never.
+		if n := s.def.stats(t).Requests - before; n != 1 {
+			t.Errorf("%d requests reached the backend, want 1 (stream 1's)", n)
 		}
 	})
 }
