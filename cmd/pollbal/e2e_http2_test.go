@@ -476,6 +476,23 @@ func (rc *rawH2) waitStatus(t *testing.T, stream uint32) string {
 	}
 }
 
+// floodUntilClosed writes every frame buffered so far, from a goroutine of its own since the
+// server stops reading once it cuts the connection (the write may then fail), and reads until
+// the server has ended the connection.
+func (rc *rawH2) floodUntilClosed(t *testing.T) {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = rc.conn.SetWriteDeadline(time.Now().Add(20 * time.Second))
+		_, _ = rc.conn.Write(rc.out.Bytes())
+	}()
+	err := rc.waitClosed(t)
+	wg.Wait()
+	t.Logf("connection ended: %v", err)
+}
+
 // waitClosed reads until the server ends the connection, and reports how it ended: a GOAWAY's
 // code, or the read error.
 func (rc *rawH2) waitClosed(t *testing.T) error {
@@ -509,17 +526,7 @@ func TestEndToEndHTTP2RapidReset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// The server stops reading when it cuts the connection: the write may fail.
-		_ = rc.conn.SetWriteDeadline(time.Now().Add(20 * time.Second))
-		_, _ = rc.conn.Write(rc.out.Bytes())
-	}()
-	err := rc.waitClosed(t)
-	wg.Wait()
-	t.Logf("connection ended: %v", err)
+	rc.floodUntilClosed(t)
 	testproc.WaitFor(t, 5*time.Second, "rapid reset counted", func() bool {
 		return s.metric(t, `pollbal_http2_resets_total{proto="h2",reason="rapid_reset"}`) == 1
 	})
@@ -558,16 +565,7 @@ func TestEndToEndHTTP2ContinuationFlood(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = rc.conn.SetWriteDeadline(time.Now().Add(20 * time.Second))
-		_, _ = rc.conn.Write(rc.out.Bytes())
-	}()
-	err := rc.waitClosed(t)
-	wg.Wait()
-	t.Logf("connection ended: %v", err)
+	rc.floodUntilClosed(t)
 	testproc.WaitFor(t, 5*time.Second, "flood counted", func() bool {
 		return s.metric(t, `pollbal_http2_resets_total{proto="h2",reason="continuation"}`) == 1
 	})

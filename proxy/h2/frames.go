@@ -23,6 +23,10 @@ const (
 // both decode every block to the same fields.
 const headerTableSize = 4096
 
+// keptFragment is the largest fragment buffer the watch keeps between header blocks; one
+// gathered for a larger frame (up to maxBlock) is let go once decoded.
+const keptFragment = 16 << 10
+
 // verdict is what the watch found wrong with a connection, the reason it is cut off; "" when
 // nothing.
 type verdict = string
@@ -92,8 +96,14 @@ func (w *frameWatch) feed(p []byte) (resets int, cut verdict) {
 			w.frag = append(w.frag, p[:n]...)
 			w.need -= n
 			p = p[n:]
-			if w.need == 0 && w.decodeFragment() {
-				return resets, reasonMalformed
+			if w.need == 0 {
+				malformed := w.decodeFragment()
+				if cap(w.frag) > keptFragment {
+					w.frag = nil // a large fragment's buffer is not held for the connection's life
+				}
+				if malformed {
+					return resets, reasonMalformed
+				}
 			}
 			continue
 		}
@@ -130,6 +140,9 @@ func (w *frameWatch) feed(p []byte) (resets int, cut verdict) {
 			}
 			if w.dec == nil {
 				w.dec = hpack.NewDecoder(headerTableSize, w.field)
+				// No string is longer than the block it comes in: this bounds what the
+				// decoder keeps of a field split across fragments.
+				w.dec.SetMaxStringLength(w.maxBlock)
 			}
 			w.typ, w.flags, w.need, w.frag = typ, flags, length, w.frag[:0]
 			if length == 0 && w.decodeFragment() {
